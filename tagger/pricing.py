@@ -1,0 +1,94 @@
+"""Token estimates (no tiktoken: it downloads its tables at run time) and dollar costs."""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tagger.errors import ConfigError
+
+# US dollars per million tokens (input, output), list prices late 2026; override with --prices.
+DEFAULT_PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "gpt-5": (1.25, 10.00),
+    "gpt-5-mini": (0.25, 2.00),
+    "gpt-5-nano": (0.05, 0.40),
+}
+# Characters per token for English-like text; CJK characters count about one token each.
+CHARS_PER_TOKEN = 4.0
+MESSAGE_OVERHEAD_TOKENS = 4
+EXPECTED_COMPLETION_TOKENS = 90  # a typical answer: 30-word summary, area, a few tags
+
+
+class Price(BaseModel):
+    """Dollars per million input and output tokens."""
+
+    model_config = ConfigDict(frozen=True)
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+
+def count_text_tokens(text: str) -> int:
+    """Estimate tokens in text without a tokenizer."""
+    wide = sum(1 for ch in text if ord(ch) >= 0x2E80)
+    return math.ceil((len(text) - wide) / CHARS_PER_TOKEN) + wide
+
+
+def estimate_tokens(messages: Iterable[Mapping[str, str]], params: Mapping[str, Any]) -> int:
+    """Estimated prompt plus completion tokens of one request (for rate limiting)."""
+    prompt = sum(count_text_tokens(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in messages)
+    max_tokens = params.get("max_tokens")
+    completion = min(EXPECTED_COMPLETION_TOKENS, max_tokens) if isinstance(max_tokens, int) else 0
+    return prompt + (completion or EXPECTED_COMPLETION_TOKENS)
+
+
+class PriceTable:
+    """Per-model prices: built-in defaults plus the user's overrides."""
+
+    def __init__(self, overrides: Mapping[str, Price] | None = None) -> None:
+        self._prices = {name: Price(input=i, output=o) for name, (i, o) in DEFAULT_PRICES.items()}
+        self._prices.update(overrides or {})
+
+    @classmethod
+    def load(cls, path: Path | None) -> PriceTable:
+        """Defaults, overridden by a TOML file of `[models."name"] input = .. output = ..`."""
+        if path is None:
+            return cls()
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            models = data.get("models", {})
+            overrides = {name: Price.model_validate(value) for name, value in models.items()}
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path}: cannot read price file ({exc.__class__.__name__})") from exc
+        except (tomllib.TOMLDecodeError, ValidationError, AttributeError) as exc:
+            raise ConfigError(
+                f'{path}: expected [models."NAME"] tables with input and output prices per '
+                f"million tokens ({str(exc).splitlines()[0]})"
+            ) from exc
+        return cls(overrides)
+
+    def price(self, model: str) -> Price | None:
+        """The price of a model, matching dated snapshots ("gpt-4o-2024-08-06") to their family."""
+        if model in self._prices:
+            return self._prices[model]
+        family = max(
+            (name for name in self._prices if model.startswith(name + "-")), key=len, default=None
+        )
+        return self._prices[family] if family else None
+
+    def cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """Dollars for the tokens, or None when the model's price is unknown."""
+        price = self.price(model)
+        if price is None:
+            return None
+        return (prompt_tokens * price.input + completion_tokens * price.output) / 1_000_000

@@ -1,0 +1,248 @@
+"""The batch runner: cache, concurrency, order, output, stats; one line out per abstract in."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from tagger.cache import AnswerCache
+from tagger.errors import FatalAPIError, UsageError
+from tagger.inputs import Abstract
+from tagger.llm import LLMClient
+from tagger.output import JsonlWriter, build_row
+from tagger.plan import RunPlan
+from tagger.pricing import PriceTable
+from tagger.tagging import ItemTagger, Outcome
+
+NOT_RUN = "not run: {reason}; rerun the same command to finish"
+
+
+class ProgressSink(Protocol):
+    """Receives each row as it is written (the CLI draws a progress bar from it)."""
+
+    def advance(self, row: dict[str, Any]) -> None:
+        """One more row written."""
+
+
+@dataclass
+class RunStats:
+    """Counts and totals of one run."""
+
+    items: int = 0
+    ok: int = 0
+    failed: int = 0
+    cached: int = 0
+    requests: int = 0
+    retries: int = 0
+    repairs: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = 0.0
+    duration: float = 0.0
+    mode: str | None = None
+    mode_fallbacks: list[str] = field(default_factory=list)
+    stop_reason: str | None = None
+    interrupted: bool = False
+    rate_limit_pause: float = 0.0
+
+
+@dataclass
+class _Pending:
+    abstract: Abstract
+    key: str
+    outcome: Outcome | asyncio.Future[Outcome]
+    cached: bool
+    shared: bool = False  # a repeat of an abstract already in flight: its tokens count once
+
+
+class BatchRunner:
+    """Runs every abstract through the tagger and writes rows in input order."""
+
+    def __init__(
+        self,
+        plan: RunPlan,
+        tagger: ItemTagger,
+        client: LLMClient,
+        cache: AnswerCache | None,
+        writer: JsonlWriter,
+        progress: ProgressSink,
+        prices: PriceTable,
+    ) -> None:
+        self.plan = plan
+        self.config = plan.config
+        self.tagger = tagger
+        self.client = client
+        self.cache = cache
+        self.writer = writer
+        self.progress = progress
+        self.prices = prices
+        self.stats = RunStats()
+        self.stop_reason: str | None = None
+        self.fatal: Exception | None = None
+        self._inflight: dict[str, asyncio.Future[Outcome]] = {}
+        self._refreshed: set[str] = set()
+        self._run_fields = plan.run_fields()
+
+    def request_stop(self, reason: str, *, interrupted: bool = False) -> None:
+        """Stop sending new requests; the rest of the rows are written as not run."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        self.stats.interrupted = self.stats.interrupted or interrupted
+
+    async def run(self, abstracts: Iterator[Abstract]) -> RunStats:
+        """Tag all abstracts; returns the stats (raises FatalAPIError after writing rows)."""
+        started = time.monotonic()
+        window = max(256, self.config.concurrency * 8)
+        pending: deque[_Pending] = deque()
+        try:
+            for abstract in abstracts:
+                pending.append(self._start(abstract))
+                while pending and _is_ready(pending[0]):
+                    self._write(pending.popleft())
+                if len(pending) >= window:
+                    await _wait(pending[0])
+            while pending:
+                await _wait(pending[0])
+                self._write(pending.popleft())
+        finally:
+            self.cancel_inflight()
+            self.stats.duration = time.monotonic() - started
+            self._finish_stats()
+        if self.fatal is not None:
+            raise self.fatal
+        return self.stats
+
+    def _start(self, abstract: Abstract) -> _Pending:
+        key = self.plan.item_key(abstract)
+        cached = self._cached(abstract.id, key)
+        if cached is not None:
+            return _Pending(abstract, key, cached, cached=True)
+        shared = self._inflight.get(abstract.id)
+        if shared is not None:  # the same abstract earlier in the input: send it once
+            return _Pending(abstract, key, shared, cached=False, shared=True)
+        if self.stop_reason is None:
+            self._check_budget()
+        if self.stop_reason is not None:
+            reason = NOT_RUN.format(reason=self.stop_reason)
+            return _Pending(abstract, key, Outcome(error=reason), cached=False)
+        task = asyncio.ensure_future(self._tag_and_store(abstract, key))
+        task.add_done_callback(self._on_done)
+        self._inflight[abstract.id] = task
+        return _Pending(abstract, key, task, cached=False)
+
+    def _cached(self, item_id: str, key: str) -> Outcome | None:
+        if self.cache is None or (self.config.refresh and item_id not in self._refreshed):
+            return None
+        entry = self.cache.get(key)
+        if entry is None or not isinstance(entry.get("answer"), dict):
+            return None
+        return Outcome(
+            answer=entry["answer"],
+            prompt_tokens=int(entry.get("prompt_tokens", 0)),
+            completion_tokens=int(entry.get("completion_tokens", 0)),
+            mode=entry.get("mode"),
+        )
+
+    async def _tag_and_store(self, abstract: Abstract, key: str) -> Outcome:
+        outcome = await self.tagger.tag(abstract.text, abstract.title)
+        # Spend is counted on completion, not when the row is written, so budgets see it early.
+        self.stats.prompt_tokens += outcome.prompt_tokens
+        self.stats.completion_tokens += outcome.completion_tokens
+        self.stats.repairs += outcome.repairs
+        if outcome.answer is not None and self.cache is not None:
+            # Committed the moment it is validated: a crash later never costs this request again.
+            self.cache.put(
+                key,
+                {
+                    "answer": outcome.answer,
+                    "prompt_tokens": outcome.prompt_tokens,
+                    "completion_tokens": outcome.completion_tokens,
+                    "mode": outcome.mode,
+                },
+            )
+            self._refreshed.add(abstract.id)
+        return outcome
+
+    def _on_done(self, task: asyncio.Future[Outcome]) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if isinstance(exc, FatalAPIError | UsageError) and self.fatal is None:
+            self.fatal = exc
+            self.request_stop(str(exc))
+            self.cancel_inflight()
+
+    def _check_budget(self) -> None:
+        limit = self.config.max_requests
+        if limit is not None and self.client.requests >= limit:
+            self.request_stop(f"--max-requests {limit} reached")
+        cost = self._cost()
+        if self.config.max_cost is not None and cost is not None and cost >= self.config.max_cost:
+            self.request_stop(f"--max-cost ${self.config.max_cost:.2f} reached")
+
+    def _cost(self) -> float | None:
+        return self.prices.cost(
+            self.config.client.model, self.stats.prompt_tokens, self.stats.completion_tokens
+        )
+
+    def _write(self, item: _Pending) -> None:
+        outcome = _result(item)
+        if not item.shared and isinstance(item.outcome, asyncio.Future):
+            self._inflight.pop(item.abstract.id, None)
+        row = build_row(
+            item.abstract,
+            self._run_fields,
+            answer=outcome.answer,
+            error=outcome.error,
+            cached=item.cached,
+            mode=outcome.mode,
+            prompt_tokens=0 if item.shared else outcome.prompt_tokens,
+            completion_tokens=0 if item.shared else outcome.completion_tokens,
+        )
+        self.writer.write(row)
+        stats = self.stats
+        stats.items += 1
+        stats.ok += outcome.answer is not None
+        stats.failed += outcome.answer is None
+        stats.cached += item.cached
+        self.progress.advance(row)
+
+    def cancel_inflight(self) -> None:
+        """Cancel every request still in flight (their rows say so)."""
+        for task in list(self._inflight.values()):
+            task.cancel()
+
+    def _finish_stats(self) -> None:
+        stats = self.stats
+        stats.requests = self.client.requests
+        stats.retries = self.client.retries
+        stats.cost = self._cost()
+        stats.mode = self.tagger.probe.mode.value if self.tagger.probe.settled else None
+        stats.mode_fallbacks = list(self.tagger.probe.fallbacks)
+        stats.stop_reason = self.stop_reason
+        stats.rate_limit_pause = self.client.gate.paused_seconds
+
+
+def _is_ready(item: _Pending) -> bool:
+    return not isinstance(item.outcome, asyncio.Future) or item.outcome.done()
+
+
+async def _wait(item: _Pending) -> None:
+    if isinstance(item.outcome, asyncio.Future):
+        await asyncio.wait([item.outcome])
+
+
+def _result(item: _Pending) -> Outcome:
+    if not isinstance(item.outcome, asyncio.Future):
+        return item.outcome
+    future = item.outcome
+    if future.cancelled():
+        return Outcome(error="cancelled: the run was stopped")
+    exc = future.exception()
+    if exc is not None:
+        return Outcome(error=f"not run: {exc}")
+    return future.result()

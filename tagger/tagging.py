@@ -1,0 +1,202 @@
+"""Tag one abstract: render, ask, extract JSON, validate, repair; pick the output mode."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from tagger.config import Mode
+from tagger.errors import ConfigError
+from tagger.llm import AttemptBudget, FormatRejected, LLMClient, RequestFailed
+from tagger.pricing import estimate_tokens
+from tagger.prompts import Prompt
+from tagger.schema import format_instructions, format_validation_error
+from tagger.taxonomy import Taxonomy
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+REPAIR_REQUEST = (
+    "Your previous reply could not be used: {problems}\n"
+    "Reply again with only the corrected JSON object."
+)
+
+
+class InvalidAnswer(ValueError):
+    """The reply holds no usable JSON object."""
+
+
+def extract_json(content: str) -> dict[str, Any]:
+    """The JSON object in a reply: bare, in a fenced block, or embedded in prose."""
+    text = content.strip()
+    candidates = [text, *(block.strip() for block in _FENCE.findall(text))]
+    for candidate in candidates:
+        try:
+            value = json.loads(candidate)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    decoder = json.JSONDecoder()
+    for start in (i for i, ch in enumerate(text) if ch == "{"):
+        try:
+            value, _end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    raise InvalidAnswer("the reply is not a JSON object" if text else "the reply is empty")
+
+
+@dataclass
+class Outcome:
+    """The result of tagging one abstract."""
+
+    answer: dict[str, Any] | None = None
+    error: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    requests: int = 0
+    repairs: int = 0
+    mode: Mode | None = None
+
+
+class ModeProbe:
+    """Finds, once per run, which structured-output mode the server accepts."""
+
+    def __init__(self, forced: Mode | None) -> None:
+        self.mode = forced or Mode.JSON_SCHEMA
+        self.forced = forced is not None
+        self.settled = self.forced
+        self.lock = asyncio.Lock()
+        self.fallbacks: list[str] = []
+
+    def downgrade(self, rejected: Mode, reason: str) -> None:
+        """Move to the next weaker mode after the server rejected `rejected`."""
+        if self.forced:
+            raise ConfigError(
+                f"the server rejected --mode {rejected.value} ({reason}); "
+                "drop --mode to detect a supported one"
+            )
+        weaker = rejected.fallback()
+        if weaker is None:  # a text-mode rejection is an ordinary failure, not a format issue
+            return
+        if self.mode is rejected:
+            self.mode = weaker
+            self.fallbacks.append(f"{rejected.value} -> {weaker.value}: {reason}"[:200])
+
+
+def render_messages(
+    prompt: Prompt,
+    taxonomy: Taxonomy,
+    schema: dict[str, Any],
+    text: str,
+    title: str | None,
+    mode: Mode,
+) -> list[dict[str, str]]:
+    """The messages for one abstract; weaker modes carry the schema in the prompt."""
+    instructions = "" if mode is Mode.JSON_SCHEMA else format_instructions(schema)
+    return prompt.render(
+        abstract=text, title=title, areas=taxonomy.render(), format_instructions=instructions
+    )
+
+
+@dataclass
+class ItemTagger:
+    """Everything needed to tag abstracts under one prompt, taxonomy and schema."""
+
+    client: LLMClient
+    prompt: Prompt
+    taxonomy: Taxonomy
+    answer_model: type[BaseModel]
+    schema: dict[str, Any]
+    probe: ModeProbe
+    repair_turns: int = 2
+    max_attempts: int = 6
+    _length_retries: int = field(default=1, repr=False)
+
+    def render(self, text: str, title: str | None, mode: Mode) -> list[dict[str, str]]:
+        """The messages for one abstract in one mode."""
+        return render_messages(self.prompt, self.taxonomy, self.schema, text, title, mode)
+
+    async def tag(self, text: str, title: str | None) -> Outcome:
+        """Tag one abstract; never raises for per-item failures."""
+        if not self.probe.settled:
+            async with self.probe.lock:
+                if not self.probe.settled:
+                    return await self._tag(text, title)
+        return await self._tag(text, title)
+
+    async def _tag(self, text: str, title: str | None) -> Outcome:
+        outcome = Outcome()
+        budget = AttemptBudget(self.max_attempts)
+        params = dict(self.prompt.params)
+        mode = self.probe.mode
+        messages = self.render(text, title, mode)
+        length_retries = self._length_retries
+        while True:
+            try:
+                reply = await self.client.chat(
+                    messages,
+                    mode=mode,
+                    schema=self.schema,
+                    params=params,
+                    budget=budget,
+                    estimated_tokens=estimate_tokens(messages, params),
+                )
+            except FormatRejected as exc:
+                self.probe.downgrade(mode, str(exc))
+                if self.probe.mode is mode or budget.remaining <= 0:
+                    return self._fail(outcome, budget, f"server rejected {mode.value}: {exc}")
+                mode = self.probe.mode
+                messages = self.render(text, title, mode)
+                continue
+            except RequestFailed as exc:
+                return self._fail(outcome, budget, exc.reason)
+            self.probe.settled = True
+            outcome.mode = mode
+            outcome.prompt_tokens += reply.prompt_tokens
+            outcome.completion_tokens += reply.completion_tokens
+            if reply.finish_reason == "length":
+                limit = params.get("max_tokens")
+                if length_retries > 0 and budget.remaining > 0 and isinstance(limit, int):
+                    length_retries -= 1
+                    params["max_tokens"] = limit * 2
+                    continue
+                return self._fail(
+                    outcome,
+                    budget,
+                    f"answer cut off at max_tokens={limit} (finish_reason=length): "
+                    "raise max_tokens in the prompt's [params]",
+                )
+            try:
+                answer = self.answer_model.model_validate(extract_json(reply.content))
+            except (InvalidAnswer, ValidationError) as exc:
+                problems = (
+                    format_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)
+                )
+                if outcome.repairs < self.repair_turns and budget.remaining > 0:
+                    outcome.repairs += 1
+                    messages = [
+                        *messages,
+                        {"role": "assistant", "content": reply.content[:4000]},
+                        {"role": "user", "content": REPAIR_REQUEST.format(problems=problems)},
+                    ]
+                    continue
+                return self._fail(
+                    outcome,
+                    budget,
+                    f"invalid answer after {outcome.repairs} repair turn(s): {problems}",
+                )
+            outcome.answer = answer.model_dump(mode="json")
+            outcome.requests = budget.used
+            return outcome
+
+    @staticmethod
+    def _fail(outcome: Outcome, budget: AttemptBudget, reason: str) -> Outcome:
+        outcome.error = reason
+        outcome.requests = budget.used
+        return outcome

@@ -1,0 +1,374 @@
+"""Tests for the fake OpenAI-compatible server, driven by the real openai SDK."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+from fakeserver import FakeLLM
+
+ABSTRACT = (
+    "Title: Sparse attention for graphs\n"
+    "Abstract: We introduce hierarchical sparse attention for molecular property prediction "
+    "and benchmark it against standard transformers on twelve datasets with strong results."
+)
+SCHEMA_RF: dict[str, Any] = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "annotation",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "properties": {
+                "summary": {"type": "string"},
+                "task_area": {"type": "string", "enum": ["vision", "nlp", "graphs", "audio"]},
+                "method_tags": {"type": "array", "items": {"type": "string"}},
+            },
+            "required": ["summary", "task_area", "method_tags"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def _msgs(user: str = ABSTRACT) -> list[dict[str, str]]:
+    """System + user messages for a chat request."""
+    return [
+        {"role": "system", "content": "Annotate the paper as JSON."},
+        {"role": "user", "content": user},
+    ]
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeLLM]:
+    """A started server with several areas."""
+    with FakeLLM(areas=["vision", "nlp", "graphs", "other"]) as server:
+        yield server
+
+
+@pytest.fixture
+def client(llm: FakeLLM) -> Iterator[openai.OpenAI]:
+    """Sync SDK client without retries."""
+    with openai.OpenAI(base_url=llm.base_url, api_key="sk-test", max_retries=0, timeout=5) as c:
+        yield c
+
+
+def _content(client: openai.OpenAI, **kw: Any) -> str:
+    """Send a chat request and return the assistant content."""
+    kw.setdefault("messages", _msgs())
+    resp = client.chat.completions.create(model="fake-model", **kw)
+    return resp.choices[0].message.content or ""
+
+
+def test_normal_answer_shape_and_determinism(llm: FakeLLM, client: openai.OpenAI) -> None:
+    raw = client.chat.completions.with_raw_response.create(model="m1", messages=_msgs())
+    assert raw.headers["x-request-id"].startswith("req_")
+    resp = raw.parse()
+    assert (
+        resp.id.startswith("chatcmpl-") and resp.object == "chat.completion" and resp.model == "m1"
+    )
+    choice = resp.choices[0]
+    assert choice.finish_reason == "stop" and choice.message.role == "assistant"
+    answer = json.loads(choice.message.content or "")
+    assert answer == llm.answer_for(ABSTRACT)
+    words = "We introduce hierarchical sparse attention for molecular property prediction"
+    assert answer["summary"] == words + " and benchmark it"
+    assert answer["task_area"] in llm.areas and "\n" not in answer["summary"]
+    assert answer["method_tags"][:2] == ["introduce", "hierarchical"]
+    assert 2 <= len(answer["method_tags"]) <= 3
+    total_chars = sum(len(m["content"]) for m in _msgs())
+    assert resp.usage is not None and resp.usage.prompt_tokens == total_chars // 4 + 1
+    assert resp.usage.completion_tokens == len(choice.message.content or "") // 4 + 1
+    assert resp.usage.total_tokens == resp.usage.prompt_tokens + resp.usage.completion_tokens
+    assert json.loads(_content(client)) == answer  # deterministic across calls
+    assert llm.answer_for("no long word here at all")["method_tags"] == ["other method"]
+
+
+def test_history_records_requests(llm: FakeLLM, client: openai.OpenAI) -> None:
+    _content(client, temperature=0)
+    [rec] = llm.history
+    assert (rec.method, rec.path, rec.status, rec.fault) == (
+        "POST",
+        "/v1/chat/completions",
+        200,
+        None,
+    )
+    assert rec.headers["authorization"] == "Bearer sk-test"
+    assert rec.body is not None and rec.body["messages"] == _msgs() and rec.body["temperature"] == 0
+    assert rec.started <= time.monotonic()
+    assert llm.responses_by_status() == {200: 1}
+
+
+def test_json_schema_enum_and_json_object(llm: FakeLLM, client: openai.OpenAI) -> None:
+    answer = json.loads(_content(client, response_format=SCHEMA_RF))
+    enum = SCHEMA_RF["json_schema"]["schema"]["properties"]["task_area"]["enum"]
+    assert answer == llm.answer_for(ABSTRACT, enum)
+    ref_rf = json.loads(json.dumps(SCHEMA_RF))
+    schema = ref_rf["json_schema"]["schema"]
+    schema["$defs"] = {"Area": {"enum": ["x", "y", "z"], "type": "string"}}
+    schema["properties"]["task_area"] = {"$ref": "#/$defs/Area"}
+    assert (
+        json.loads(_content(client, response_format=ref_rf))["task_area"]
+        == llm.answer_for(ABSTRACT, ["x", "y", "z"])["task_area"]
+    )
+    assert json.loads(_content(client, response_format={"type": "json_object"})) == llm.answer_for(
+        ABSTRACT
+    )
+    llm.json_object_support = "reject_400"
+    with pytest.raises(openai.BadRequestError):
+        _content(client, response_format={"type": "json_object"})
+
+
+def test_json_schema_reject_modes(llm: FakeLLM, client: openai.OpenAI) -> None:
+    llm.json_schema_support = "reject_500"
+    with pytest.raises(openai.InternalServerError) as e500:
+        _content(client, response_format=SCHEMA_RF)
+    assert "Input should be 'text' or 'json_object'" in str(e500.value)
+    llm.json_schema_support = "reject_400"
+    with pytest.raises(openai.BadRequestError) as e400:
+        _content(client, response_format=SCHEMA_RF)
+    assert isinstance(e400.value.body, dict) and e400.value.body["param"] == "response_format"
+    assert "json_schema' is not supported" in e400.value.message
+    llm.json_schema_support, llm.reply_style = "ignore", "fenced"
+    assert _content(client, response_format=SCHEMA_RF).startswith("```json\n")
+
+
+def test_reply_styles(llm: FakeLLM, client: openai.OpenAI) -> None:
+    expected = llm.answer_for(ABSTRACT)
+    llm.reply_style = "fenced"
+    fenced = _content(client)
+    assert fenced.startswith("```json\n") and fenced.endswith("\n```")
+    assert json.loads(fenced[len("```json\n") : -len("\n```")]) == expected
+    llm.reply_style = "prose"
+    prose = _content(client)
+    head, block = prose.split("```json\n", 1)
+    assert head.strip().endswith(".") and json.loads(block.removesuffix("\n```")) == expected
+
+
+def test_fault_429_exposes_retry_after(llm: FakeLLM, client: openai.OpenAI) -> None:
+    llm.retry_after = 2.5
+    llm.script(["429"])
+    with pytest.raises(openai.RateLimitError) as err:
+        _content(client)
+    headers = err.value.response.headers
+    assert headers["retry-after"] == "2.5" and headers["retry-after-ms"] == "2500"
+    assert err.value.code == "rate_limit_exceeded" and err.value.status_code == 429
+    assert llm.history[-1].fault == "429" and llm.history[-1].status == 429
+    assert json.loads(_content(client))  # script consumed → next answer is normal
+
+
+@pytest.mark.parametrize(
+    ("fault", "exc"),
+    [
+        ("500", openai.InternalServerError),
+        ("502", openai.InternalServerError),
+        ("503", openai.InternalServerError),
+        ("400", openai.BadRequestError),
+        ("401", openai.AuthenticationError),
+        ("403", openai.PermissionDeniedError),
+        ("404", openai.NotFoundError),
+        ("422", openai.UnprocessableEntityError),
+        ("408", openai.APIStatusError),
+    ],
+)
+def test_status_faults(
+    llm: FakeLLM, client: openai.OpenAI, fault: str, exc: type[Exception]
+) -> None:
+    llm.script([fault])
+    with pytest.raises(exc) as err:
+        _content(client)
+    assert isinstance(err.value, openai.APIStatusError) and err.value.status_code == int(fault)
+    body = err.value.body
+    assert isinstance(body, dict) and body["message"] and "type" in body
+    if fault == "404":
+        assert body["code"] == "model_not_found"
+        assert "`fake-model` does not exist" in body["message"]
+
+
+def test_drop_is_connection_error(llm: FakeLLM, client: openai.OpenAI) -> None:
+    llm.script(["drop"])
+    with pytest.raises(openai.APIConnectionError) as err:
+        _content(client)
+    assert not isinstance(err.value, openai.APITimeoutError)
+    assert llm.responses_by_status() == {0: 1} and llm.history[0].fault == "drop"
+    assert json.loads(_content(client))  # the client recovers on a fresh connection
+
+
+def test_hang_times_out_and_stop_is_prompt() -> None:
+    server = FakeLLM().start()
+    server.hang_seconds = 20
+    server.script(["hang", "hang"])
+    c = openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0, timeout=0.5)
+    t0 = time.monotonic()
+    with pytest.raises(openai.APITimeoutError):
+        c.chat.completions.create(model="m", messages=_msgs())
+    assert time.monotonic() - t0 < 2
+    slow = openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0, timeout=10)
+    outcome: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            slow.chat.completions.create(model="m", messages=_msgs())
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    time.sleep(0.3)
+    t1 = time.monotonic()
+    server.stop()
+    thread.join(5)
+    assert time.monotonic() - t1 < 2
+    assert outcome and isinstance(outcome[0], openai.APIConnectionError)
+    assert server.responses_by_status()[0] == 2
+    c.close()
+    slow.close()
+
+
+def test_content_faults(llm: FakeLLM, client: openai.OpenAI) -> None:
+    llm.script(["invalid_json", "schema_invalid", "truncated"])
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(_content(client))
+    bad = json.loads(_content(client))
+    assert bad["task_area"] == "not-an-area" and bad["method_tags"] == []
+    resp = client.chat.completions.create(model="m", messages=_msgs())
+    full = json.dumps(llm.answer_for(ABSTRACT))
+    assert resp.choices[0].finish_reason == "length"
+    assert resp.choices[0].message.content == full[: len(full) // 2]
+
+
+def test_rpm_limit_sliding_window(llm: FakeLLM, client: openai.OpenAI) -> None:
+    llm.rpm_limit, llm.rate_window = 5, 1.0
+    for i in range(5):
+        raw = client.chat.completions.with_raw_response.create(model="m", messages=_msgs())
+        assert raw.headers["x-ratelimit-limit-requests"] == "5"
+        assert raw.headers["x-ratelimit-remaining-requests"] == str(4 - i)
+        assert raw.headers["x-ratelimit-reset-requests"].endswith("s")
+    with pytest.raises(openai.RateLimitError) as err:
+        _content(client)
+    wait = float(err.value.response.headers["retry-after"])
+    assert 0 < wait <= 1.0
+    assert int(err.value.response.headers["retry-after-ms"]) == pytest.approx(wait * 1000, abs=1)
+    assert err.value.response.headers["x-ratelimit-remaining-requests"] == "0"
+    with pytest.raises(openai.RateLimitError):  # rejected requests don't count, still limited
+        _content(client)
+    time.sleep(wait + 0.02)
+    assert json.loads(_content(client))
+    assert llm.responses_by_status() == {200: 6, 429: 2}
+
+
+def test_tpm_limit(llm: FakeLLM, client: openai.OpenAI) -> None:
+    tokens = sum(len(m["content"]) for m in _msgs()) // 4 + 1
+    llm.tpm_limit, llm.rate_window = tokens * 2, 1.0
+    _content(client)
+    _content(client)
+    with pytest.raises(openai.RateLimitError) as err:
+        _content(client)
+    assert err.value.response.headers["x-ratelimit-limit-tokens"] == str(tokens * 2)
+    assert 0 < float(err.value.response.headers["retry-after"]) <= 1.0
+
+
+def test_script_with_match_under_concurrency(llm: FakeLLM) -> None:
+    llm.latency = 0.05
+    llm.script(["500", "ok", "429"], match="item-B")
+
+    async def run() -> list[str]:
+        c = openai.AsyncOpenAI(base_url=llm.base_url, api_key="sk-test", max_retries=0)
+
+        async def one(name: str) -> str:
+            try:
+                await c.chat.completions.create(model="m", messages=_msgs(f"{name}\n{ABSTRACT}"))
+                return "ok"
+            except openai.APIStatusError as exc:
+                return str(exc.status_code)
+
+        async with c:
+            first = await asyncio.gather(*(one(n) for n in ["item-A", "item-B", "item-C"] * 2))
+            return [*first, await one("item-B"), await one("item-B")]
+
+    results = asyncio.run(run())
+    assert sorted(results[:6]) == ["500", "ok", "ok", "ok", "ok", "ok"]
+    assert results[1] == "500" or results[4] == "500"
+    assert results[6:] == ["429", "ok"]
+    assert llm.max_in_flight == 6
+
+
+def test_fault_rates_are_seeded() -> None:
+    def statuses(seed: int) -> list[int]:
+        with (
+            FakeLLM(seed=seed) as s,
+            openai.OpenAI(base_url=s.base_url, api_key="k", max_retries=0) as c,
+        ):
+            s.fault_rates = {"500": 0.3, "429": 0.3}
+            for _ in range(20):
+                with contextlib.suppress(openai.APIStatusError):
+                    c.chat.completions.create(model="m", messages=_msgs())
+            return [r.status for r in s.history]
+
+    first = statuses(7)
+    assert first == statuses(7) and {200, 429, 500} <= set(first)
+
+
+def test_auth_models_and_model_list() -> None:
+    with FakeLLM(api_key="sk-right", models=["good"]) as s:
+        bad = openai.OpenAI(base_url=s.base_url, api_key="sk-wrong", max_retries=0)
+        with pytest.raises(openai.AuthenticationError) as err:
+            bad.chat.completions.create(model="good", messages=_msgs())
+        assert err.value.code == "invalid_api_key"
+        ok = openai.OpenAI(base_url=s.base_url, api_key="sk-right", max_retries=0)
+        with pytest.raises(openai.NotFoundError) as nf:
+            ok.chat.completions.create(model="nope", messages=_msgs())
+        assert "The model `nope` does not exist" in nf.value.message
+        assert ok.chat.completions.create(model="good", messages=_msgs()).model == "good"
+        assert [m.id for m in ok.models.list()] == ["good"]
+        bad.close()
+        ok.close()
+
+
+def test_drop_with_aiohttp_transport(llm: FakeLLM) -> None:
+    """Via DefaultAioHttpClient a drop surfaces as APITimeoutError (aiohttp adapter maps it)."""
+
+    async def run() -> BaseException | None:
+        http = openai.DefaultAioHttpClient()
+        async with openai.AsyncOpenAI(
+            base_url=llm.base_url, api_key="sk-test", max_retries=0, http_client=http
+        ) as c:
+            try:
+                await c.chat.completions.create(model="m", messages=_msgs())
+            except openai.APIConnectionError as exc:
+                return exc
+        return None
+
+    llm.script(["drop"])
+    assert isinstance(asyncio.run(run()), openai.APIConnectionError)
+    assert llm.history[0].status == 0
+
+
+def test_fixture_from_conftest(fake_llm: FakeLLM) -> None:
+    with openai.OpenAI(base_url=fake_llm.base_url, api_key="sk-test", max_retries=0) as c:
+        resp = c.chat.completions.create(model="m", messages=_msgs())
+    assert json.loads(resp.choices[0].message.content or "")["task_area"] == "other"
+
+
+def test_standalone_spawn() -> None:
+    proc, base_url = FakeLLM.spawn(["--latency", "0.01", "--areas", "a,b", "--rpm", "100"])
+    try:
+        assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1")
+        with openai.OpenAI(base_url=base_url, api_key="sk-test", max_retries=0, timeout=5) as c:
+            raw = c.chat.completions.with_raw_response.create(model="m", messages=_msgs())
+        assert raw.headers["x-ratelimit-limit-requests"] == "100"
+        assert json.loads(raw.parse().choices[0].message.content or "")["task_area"] in {"a", "b"}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=10)
+    assert proc.returncode == 0
+    stats = json.loads(out.strip().splitlines()[-1])
+    assert stats == {"requests": 1, "by_status": {"200": 1}, "max_in_flight": 1}
