@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tagger import __version__
+from tagger.cli_review import register_review_commands
 from tagger.config import DEFAULT_MODEL, ClientConfig, HttpBackend, Mode, RunConfig
 from tagger.errors import TaggerError, UsageError
 from tagger.secrets import redact
@@ -279,3 +280,9 @@ def cache_clear(
         removed = cache.clear()
         cache.close()
         typer.echo(f"removed {removed} answers from {cache_dir}")
+
+
+register_review_commands(app)
+
+if __name__ == "__main__":
+    app()

@@ -19,7 +19,7 @@ from tagger.llm import LLMClient
 from tagger.output import JsonlWriter, manifest_path, write_json_atomic
 from tagger.plan import RunPlan
 from tagger.pricing import PriceTable, count_text_tokens, estimate_tokens
-from tagger.ratelimit import SendGate
+from tagger.ratelimit import SendGate, SpendGuard
 from tagger.runner import BatchRunner, ProgressSink, RunStats
 from tagger.secrets import public_url
 from tagger.tagging import ItemTagger, ModeProbe, render_messages
@@ -102,7 +102,9 @@ async def run_job(
     """Tag every abstract of the scan and write output and manifest; returns the stats."""
     plan = RunPlan.load(config)
     cache = open_cache(config)
-    gate = SendGate(config.client.rpm, config.client.tpm)
+    gate = SendGate(
+        config.client.rpm, config.client.tpm, config.concurrency, _guard(config, prices)
+    )
     client = LLMClient(config.client, gate)
     tagger = ItemTagger(
         client=client,
@@ -142,6 +144,17 @@ async def run_job(
                 manifest_path(output),
                 _manifest(config, plan, scan, output, runner.stats, status, started),
             )
+
+
+def _guard(config: RunConfig, prices: PriceTable) -> SpendGuard | None:
+    if config.max_requests is None and config.max_cost is None:
+        return None
+    model = config.client.model
+    if config.max_cost is not None and prices.price(model) is None:
+        raise ConfigError(
+            f"--max-cost needs a price for model '{model}': add it to a --prices file"
+        )
+    return SpendGuard(config.max_requests, config.max_cost, lambda p, c: prices.cost(model, p, c))
 
 
 def _install_stop_handlers(runner: BatchRunner) -> Any:

@@ -205,23 +205,34 @@ class LLMClient:
         params: dict[str, Any],
         estimated_tokens: int,
     ) -> Reply:
-        await self.gate.acquire(estimated_tokens)
-        self.requests += 1
         fmt = response_format(mode, schema)
         extra: dict[str, Any] = {"response_format": fmt} if fmt else {}
-        completion = await self._client.chat.completions.create(
-            model=self.config.model,
-            messages=messages,  # type: ignore[arg-type]
-            **params,
-            **extra,
-        )
+        async with self.gate.slot(estimated_tokens):
+            self.requests += 1
+            prompt_tokens = completion_tokens = 0
+            try:
+                raw = await self._client.chat.completions.with_raw_response.create(
+                    model=self.config.model,
+                    messages=messages,  # type: ignore[arg-type]
+                    **params,
+                    **extra,
+                )
+                self.gate.observe(raw.headers)
+                completion = raw.parse()
+                usage = completion.usage
+                if usage is not None:
+                    prompt_tokens, completion_tokens = usage.prompt_tokens, usage.completion_tokens
+            except openai.APIStatusError as exc:
+                self.gate.observe(exc.response.headers)
+                raise
+            finally:
+                self.gate.settle(estimated_tokens, prompt_tokens, completion_tokens)
         choice = completion.choices[0] if completion.choices else None
-        usage = completion.usage
         return Reply(
             content=(choice.message.content or "") if choice else "",
             finish_reason=choice.finish_reason if choice else None,
-            prompt_tokens=usage.prompt_tokens if usage else 0,
-            completion_tokens=usage.completion_tokens if usage else 0,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
         )
 
     def _classify(self, exc: openai.APIStatusError, mode: Mode) -> Exception:

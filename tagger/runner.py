@@ -16,6 +16,7 @@ from tagger.llm import LLMClient
 from tagger.output import JsonlWriter, build_row
 from tagger.plan import RunPlan
 from tagger.pricing import PriceTable
+from tagger.ratelimit import BudgetExceeded
 from tagger.tagging import ItemTagger, Outcome
 
 NOT_RUN = "not run: {reason}; rerun the same command to finish"
@@ -48,6 +49,7 @@ class RunStats:
     stop_reason: str | None = None
     interrupted: bool = False
     rate_limit_pause: float = 0.0
+    learned_limits: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -124,8 +126,6 @@ class BatchRunner:
         shared = self._inflight.get(abstract.id)
         if shared is not None:  # the same abstract earlier in the input: send it once
             return _Pending(abstract, key, shared, cached=False, shared=True)
-        if self.stop_reason is None:
-            self._check_budget()
         if self.stop_reason is not None:
             reason = NOT_RUN.format(reason=self.stop_reason)
             return _Pending(abstract, key, Outcome(error=reason), cached=False)
@@ -171,18 +171,12 @@ class BatchRunner:
         if task.cancelled():
             return
         exc = task.exception()
-        if isinstance(exc, FatalAPIError | UsageError) and self.fatal is None:
+        if isinstance(exc, BudgetExceeded):
+            self.request_stop(str(exc))
+        elif isinstance(exc, FatalAPIError | UsageError) and self.fatal is None:
             self.fatal = exc
             self.request_stop(str(exc))
             self.cancel_inflight()
-
-    def _check_budget(self) -> None:
-        limit = self.config.max_requests
-        if limit is not None and self.client.requests >= limit:
-            self.request_stop(f"--max-requests {limit} reached")
-        cost = self._cost()
-        if self.config.max_cost is not None and cost is not None and cost >= self.config.max_cost:
-            self.request_stop(f"--max-cost ${self.config.max_cost:.2f} reached")
 
     def _cost(self) -> float | None:
         return self.prices.cost(
@@ -224,7 +218,8 @@ class BatchRunner:
         stats.mode = self.tagger.probe.mode.value if self.tagger.probe.settled else None
         stats.mode_fallbacks = list(self.tagger.probe.fallbacks)
         stats.stop_reason = self.stop_reason
-        stats.rate_limit_pause = self.client.gate.paused_seconds
+        stats.rate_limit_pause = round(self.client.gate.paused_seconds, 3)
+        stats.learned_limits = list(self.client.gate.learned)
 
 
 def _is_ready(item: _Pending) -> bool:

@@ -367,7 +367,8 @@ class FakeLLM:
             if used >= self.rpm_limit:
                 wait, kind = win[used - self.rpm_limit][0] + w - now, "requests"
             remaining = max(0, self.rpm_limit - used - (0 if wait is not None else 1))
-            headers |= {"x-ratelimit-limit-requests": str(self.rpm_limit),
+            # Limits are announced per minute, like OpenAI's, whatever the test's window is.
+            headers |= {"x-ratelimit-limit-requests": str(round(self.rpm_limit * 60 / w)),
                         "x-ratelimit-remaining-requests": str(remaining),
                         "x-ratelimit-reset-requests": _dur(reset)}  # fmt: skip
         if self.tpm_limit is not None:
@@ -381,7 +382,7 @@ class FakeLLM:
                         wait = t0 + w - now
                         break
             remaining = max(0, self.tpm_limit - used_t - (0 if wait is not None else tokens))
-            headers |= {"x-ratelimit-limit-tokens": str(self.tpm_limit),
+            headers |= {"x-ratelimit-limit-tokens": str(round(self.tpm_limit * 60 / w)),
                         "x-ratelimit-remaining-tokens": str(remaining),
                         "x-ratelimit-reset-tokens": _dur(reset)}  # fmt: skip
         return headers, wait, kind

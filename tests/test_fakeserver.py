@@ -249,7 +249,7 @@ def test_rpm_limit_sliding_window(llm: FakeLLM, client: openai.OpenAI) -> None:
     llm.rpm_limit, llm.rate_window = 5, 1.0
     for i in range(5):
         raw = client.chat.completions.with_raw_response.create(model="m", messages=_msgs())
-        assert raw.headers["x-ratelimit-limit-requests"] == "5"
+        assert raw.headers["x-ratelimit-limit-requests"] == "300"  # 5 per 1 s, per minute
         assert raw.headers["x-ratelimit-remaining-requests"] == str(4 - i)
         assert raw.headers["x-ratelimit-reset-requests"].endswith("s")
     with pytest.raises(openai.RateLimitError) as err:
@@ -272,7 +272,7 @@ def test_tpm_limit(llm: FakeLLM, client: openai.OpenAI) -> None:
     _content(client)
     with pytest.raises(openai.RateLimitError) as err:
         _content(client)
-    assert err.value.response.headers["x-ratelimit-limit-tokens"] == str(tokens * 2)
+    assert err.value.response.headers["x-ratelimit-limit-tokens"] == str(tokens * 2 * 60)
     assert 0 < float(err.value.response.headers["retry-after"]) <= 1.0
 
 
