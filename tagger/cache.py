@@ -38,10 +38,16 @@ class JsonOnlyDisk(diskcache.Disk):  # type: ignore[misc]
         return value
 
 
-def cache_key(parts: dict[str, Any]) -> str:
-    """A stable key: sha256 of the canonical JSON of everything that shapes an answer."""
-    canonical = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no spaces: equal values give equal text."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def cache_key(run_part: str, text: str, title: str | None) -> str:
+    """sha256 over the run's canonical settings, the title and the whitespace-normalised text."""
+    # The run part is serialised once per run: this is on the per-abstract hot path.
+    payload = "\x1f".join((run_part, title or "", " ".join(text.split())))
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
 class AnswerCache:

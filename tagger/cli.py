@@ -67,7 +67,7 @@ def _errors(secret: str | None = None) -> Iterator[None]:
         raise typer.Exit(1) from None
 
 
-@app.callback()
+@app.callback(invoke_without_command=True)
 def main(
     version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
 ) -> None:

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import importlib.util
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_random_exponential
 
 from tagger.config import ClientConfig, HttpBackend, Mode
 from tagger.errors import ConfigError, FatalAPIError
 from tagger.ratelimit import SendGate
 from tagger.secrets import public_url, redact
+
+if TYPE_CHECKING:
+    import openai
+
+# `openai` is imported on first use inside the functions below, not at module import: the SDK
+# takes ~0.4 s to import and a fully cached run never needs it.
 
 MAX_RETRY_AFTER = 120.0  # seconds; a server asking for longer is treated as a plain failure
 TRANSIENT_STATUS = frozenset({408, 409, 429})
@@ -76,6 +82,8 @@ def retry_after_seconds(exc: BaseException) -> float | None:
 
 def is_transient(exc: BaseException) -> bool:
     """True for failures worth retrying: 408/409/429/5xx, timeouts, dropped connections."""
+    import openai
+
     if isinstance(exc, openai.APIStatusError):
         if exc.status_code == 429 and exc.code == "insufficient_quota":
             return False
@@ -92,6 +100,8 @@ def _is_format_rejection(exc: openai.APIStatusError, mode: Mode) -> bool:
 
 def describe(exc: BaseException) -> str:
     """A one-line reason for an item's error column."""
+    import openai
+
     if isinstance(exc, openai.APIStatusError):
         return f"HTTP {exc.status_code}: {exc.message}"[:300]
     if isinstance(exc, openai.APITimeoutError):
@@ -105,6 +115,8 @@ def _wait_strategy(gate: SendGate) -> Callable[[RetryCallState], float]:
     backoff = wait_random_exponential(multiplier=0.5, max=30)
 
     def wait(state: RetryCallState) -> float:
+        import openai
+
         exc = state.outcome.exception() if state.outcome else None
         asked = retry_after_seconds(exc) if exc else None
         if asked is None:
@@ -138,26 +150,32 @@ class LLMClient:
         self.requests = 0
         self.retries = 0
         self._secret = config.api_key.get_secret_value() if config.api_key else None
-        http_client = None
-        if config.http is HttpBackend.AIOHTTP:
-            try:
-                http_client = openai.DefaultAioHttpClient(timeout=config.timeout)
-            except RuntimeError as exc:
-                raise ConfigError(
-                    "--http aiohttp needs the extra: pip install 'tagger[aiohttp]'"
-                ) from exc
-        # The SDK's own retries are off so that tenacity is the one retry policy.
-        self._client = openai.AsyncOpenAI(
-            api_key=self._secret or "unused",
-            base_url=config.effective_base_url,
-            timeout=config.timeout,
-            max_retries=0,
-            http_client=http_client,
-        )
+        if config.http is HttpBackend.AIOHTTP and importlib.util.find_spec("aiohttp") is None:
+            raise ConfigError("--http aiohttp needs the extra: pip install 'tagger[aiohttp]'")
+        self._sdk: openai.AsyncOpenAI | None = None
+
+    def _client(self) -> openai.AsyncOpenAI:
+        """The SDK client, built on the first request."""
+        if self._sdk is None:
+            import openai
+
+            http_client = None
+            if self.config.http is HttpBackend.AIOHTTP:
+                http_client = openai.DefaultAioHttpClient(timeout=self.config.timeout)
+            # The SDK's own retries are off so that tenacity is the one retry policy.
+            self._sdk = openai.AsyncOpenAI(
+                api_key=self._secret or "unused",
+                base_url=self.config.effective_base_url,
+                timeout=self.config.timeout,
+                max_retries=0,
+                http_client=http_client,
+            )
+        return self._sdk
 
     async def aclose(self) -> None:
         """Close the HTTP connections."""
-        await self._client.close()
+        if self._sdk is not None:
+            await self._sdk.close()
 
     async def chat(
         self,
@@ -170,6 +188,7 @@ class LLMClient:
         estimated_tokens: int = 0,
     ) -> Reply:
         """Send one chat completion, retrying transient failures within the item's budget."""
+        import openai
 
         def worth_retrying(exc: BaseException) -> bool:
             if isinstance(exc, openai.APIStatusError) and _is_format_rejection(exc, mode):
@@ -205,13 +224,15 @@ class LLMClient:
         params: dict[str, Any],
         estimated_tokens: int,
     ) -> Reply:
+        import openai
+
         fmt = response_format(mode, schema)
         extra: dict[str, Any] = {"response_format": fmt} if fmt else {}
         async with self.gate.slot(estimated_tokens):
             self.requests += 1
             prompt_tokens = completion_tokens = 0
             try:
-                raw = await self._client.chat.completions.with_raw_response.create(
+                raw = await self._client().chat.completions.with_raw_response.create(
                     model=self.config.model,
                     messages=messages,  # type: ignore[arg-type]
                     **params,

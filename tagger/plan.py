@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tagger.cache import cache_key
+from tagger.cache import cache_key, canonical_json
 from tagger.config import RunConfig
 from tagger.inputs import Abstract
 from tagger.prompts import Prompt, load_prompt
@@ -26,6 +26,7 @@ class RunPlan:
     answer_model: type[BaseModel]
     schema: dict[str, Any]
     key_base: dict[str, Any]
+    key_run_part: str  # key_base serialised once: every abstract's cache key starts with it
 
     @classmethod
     def load(cls, config: RunConfig) -> RunPlan:
@@ -35,7 +36,9 @@ class RunPlan:
         synonyms = load_synonyms(config.prompts_dir)
         model = build_answer_model(taxonomy, synonyms)
         key_base = _key_base(config, prompt, taxonomy, synonyms)
-        return cls(config, prompt, taxonomy, synonyms, model, answer_json_schema(model), key_base)
+        schema = answer_json_schema(model)
+        run_part = canonical_json(key_base)
+        return cls(config, prompt, taxonomy, synonyms, model, schema, key_base, run_part)
 
     def run_fields(self) -> dict[str, Any]:
         """The fields every output row of this run shares."""
@@ -50,8 +53,7 @@ class RunPlan:
 
     def item_key(self, abstract: Abstract) -> str:
         """The cache key of one abstract under this plan."""
-        text = " ".join(abstract.text.split())
-        return cache_key({**self.key_base, "abstract": text, "title": abstract.title})
+        return cache_key(self.key_run_part, abstract.text, abstract.title)
 
 
 def _key_base(

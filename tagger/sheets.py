@@ -45,12 +45,13 @@ def sheet_format(path: Path) -> str:
 
 def neutralise(text: str) -> str:
     """Make text inert in a spreadsheet: prefix ' when it would start a formula."""
-    return NEUTRAL_PREFIX + text if text.startswith(FORMULA_STARTS) else text
+    # Text that already reads "'=..." gets a quote too, or restore() would eat its own.
+    return NEUTRAL_PREFIX + text if text.lstrip(NEUTRAL_PREFIX).startswith(FORMULA_STARTS) else text
 
 
 def restore(text: str) -> str:
     """Undo neutralise(): strip the ' it added, and only that."""
-    if text.startswith(NEUTRAL_PREFIX) and text[1:].startswith(FORMULA_STARTS):
+    if text.startswith(NEUTRAL_PREFIX) and text.lstrip(NEUTRAL_PREFIX).startswith(FORMULA_STARTS):
         return text[1:]
     return text
 
@@ -66,11 +67,18 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def sheet_cell(value: Any) -> Cell:
+def lf_newlines(text: str) -> str:
+    """\r\n and lone \r as \n: XML (so XLSX) cannot keep a carriage return in a cell."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def sheet_cell(value: Any, *, xlsx: bool = False) -> Cell:
     """A value as a safe cell: numbers stay numbers, everything else becomes neutralised text."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return value
-    return neutralise(_text(value))
+    text = _text(value)
+    # Newlines first, so a leading \r that XLSX turns into \n is not quoted needlessly.
+    return neutralise(lf_newlines(text) if xlsx else text)
 
 
 def run_row_to_sheet(row: dict[str, Any]) -> dict[str, Any]:
@@ -110,9 +118,10 @@ def write_sheet(
     title: str = "review",
 ) -> None:
     """Write rows to a .csv or .xlsx file; every text cell is neutralised."""
-    cells = [[sheet_cell(row.get(column)) for column in columns] for row in rows]
+    xlsx = sheet_format(path) == "xlsx"
+    cells = [[sheet_cell(row.get(column), xlsx=xlsx) for column in columns] for row in rows]
     path.parent.mkdir(parents=True, exist_ok=True)
-    if sheet_format(path) == "csv":
+    if not xlsx:
         _write_csv(path, columns, cells, bom=bom)
     else:
         _write_xlsx(path, columns, cells, counts, title)
@@ -172,7 +181,7 @@ def _write_xlsx(
             summary.cell(row=1, column=col).font = Font(bold=True)
         for r, (kind, name, number) in enumerate(counts, start=2):
             _set_text(summary.cell(row=r, column=1), kind)
-            _set_text(summary.cell(row=r, column=2), neutralise(name))
+            _set_text(summary.cell(row=r, column=2), neutralise(lf_newlines(name)))
             summary.cell(row=r, column=3).value = number
         summary.freeze_panes = "A2"
         summary.auto_filter.ref = f"A1:C{len(counts) + 1}"

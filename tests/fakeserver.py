@@ -194,7 +194,10 @@ class FakeLLM:
 
     def stats(self) -> dict[str, Any]:
         """Summary stats: request count, statuses, peak concurrency."""
-        by = self.responses_by_status()
+        with self._lock:
+            by = collections.Counter(
+                r.status for r in self.history if r.path.endswith("/chat/completions")
+            )
         statuses = {str(k): v for k, v in sorted(by.items())}
         return {"requests": by.total(), "by_status": statuses, "max_in_flight": self.max_in_flight}
 
@@ -336,6 +339,8 @@ class FakeLLM:
             return 200, {"object": "list", "data": data}, {}
         if rec.method == "POST" and rec.path.rstrip("/") == "/v1/chat/completions":
             return await self._chat(rec, reader)
+        if rec.method == "GET" and rec.path.rstrip("/") == "/v1/stats":  # for benchmarks
+            return 200, self.stats(), {}
         return _error(404, f"Unknown request URL: {rec.method} {rec.path}.", code="unknown_url")
 
     def _next_fault(self, user: str) -> str:

@@ -1,0 +1,82 @@
+"""Shared helpers for the benchmarks: synthetic inputs, the fake server, child-process stats."""
+
+from __future__ import annotations
+
+import json
+import random
+import resource
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the fake server lives with the tests
+
+from fakeserver import FakeLLM  # noqa: E402
+
+from tagger.inputs import iter_abstracts, scan  # noqa: E402
+from tagger.taxonomy import load_taxonomy  # noqa: E402
+
+
+def seed_texts() -> list[str]:
+    """The 57 sample abstracts."""
+    return [a.text for a in iter_abstracts(scan([ROOT / "seeds"]).files)]
+
+
+def write_abstracts(path: Path, count: int, seed: int = 0) -> Path:
+    """A JSONL file of `count` distinct, realistic abstracts."""
+    rng = random.Random(seed)
+    texts = seed_texts()
+    with path.open("w", encoding="utf-8") as out:
+        for i in range(count):
+            text = f"{rng.choice(texts)} Study number {i} extends these experiments."
+            out.write(json.dumps({"id": f"b{i:06d}", "abstract": text}) + "\n")
+    return path
+
+
+def areas_arg() -> str:
+    """The taxonomy ids, for the fake server's --areas."""
+    return ",".join(load_taxonomy(ROOT / "prompts").ids)
+
+
+@contextmanager
+def fake_server(*args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """A fake server in its own process (so it does not share our CPU); yields (proc, url)."""
+    proc, url = FakeLLM.spawn(["--areas", areas_arg(), *args])
+    try:
+        yield proc, url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def server_stats(proc: subprocess.Popen[str]) -> dict[str, object]:
+    """Stop the fake server and return the JSON stats line it prints on exit."""
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=10)
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    return json.loads(lines[-1]) if lines else {}
+
+
+def run_tagger(args: list[str]) -> tuple[float, float, int]:
+    """Run `tagger` in a child process: (wall seconds, peak RSS MB of children, exit code)."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "tagger.cli", *args],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wall = time.perf_counter() - started
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if done.returncode not in (0, 1):
+        print(done.stderr[-2000:], file=sys.stderr)
+    return wall, peak_kb / 1024, done.returncode

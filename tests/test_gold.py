@@ -1,0 +1,188 @@
+"""gold import from reviewed sheets, and the shipped gold file."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from openpyxl import load_workbook
+from typer.testing import CliRunner
+
+from tagger.cli import app
+from tagger.gold import check_gold_rows, read_jsonl
+from tagger.inputs import iter_abstracts, scan
+from tagger.sheets import SHEET_COLUMNS
+from tagger.taxonomy import load_synonyms, load_taxonomy
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPTS = ROOT / "prompts"
+GOLD = ROOT / "examples" / "gold-seeds.jsonl"
+runner = CliRunner()
+
+
+def write_review(path: Path, rows: list[dict[str, str]]) -> None:
+    """A reviewed sheet as a person would save it from Excel (BOM, \\r\\n)."""
+    with path.open("w", encoding="utf-8-sig", newline="") as stream:
+        writer = csv.DictWriter(stream, fieldnames=SHEET_COLUMNS, lineterminator="\r\n")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({column: row.get(column, "") for column in SHEET_COLUMNS})
+
+
+def review_row(ident: str, **cells: str) -> dict[str, str]:
+    row = {
+        "reviewed": "y",
+        "id": ident,
+        "task_area": "optimization",
+        "method_tags": "SGD; momentum",
+        "summary": "Proves a faster rate for momentum SGD.",
+        "abstract": f"Abstract of {ident}.",
+        "source": "seeds/x.txt",
+        "taxonomy_version": "v1",
+    }
+    row.update(cells)
+    return row
+
+
+def gold_import(sheet: Path, output: Path, *extra: str) -> tuple[int, str]:
+    result = runner.invoke(
+        app,
+        ["gold", "import", str(sheet), "-o", str(output), "--prompts-dir", str(PROMPTS), *extra],
+    )
+    return result.exit_code, " ".join(result.output.split())  # rich wraps long lines
+
+
+def test_imports_reviewed_rows_and_resolves_labels(tmp_path: Path) -> None:
+    sheet = tmp_path / "review.csv"
+    write_review(
+        sheet,
+        [
+            review_row("a", task_area="Graph learning", method_tags="graph neural networks; GNNs"),
+            review_row("b", reviewed=""),  # not reviewed: skipped
+            review_row("c", reviewed="YES", method_tags="'-sign tag\nsecond tag"),
+            review_row("d", reviewed="no"),
+            review_row("e", reviewed="x", summary="'=1+1 is an odd summary"),
+        ],
+    )
+    output = tmp_path / "gold.jsonl"
+    code, message = gold_import(sheet, output)
+    assert code == 0, message
+    assert "wrote 3 gold rows" in message and "2 unreviewed skipped" in message
+    rows = read_jsonl(output, "gold")
+    assert [r["id"] for r in rows] == ["a", "c", "e"]
+    assert rows[0]["task_area"] == "graph_learning"  # label stored as its id
+    assert rows[0]["method_tags"] == ["GNN"]  # synonyms applied, duplicates dropped
+    assert rows[1]["method_tags"] == ["-sign tag", "second tag"]  # neutralising ' removed
+    assert rows[2]["summary"] == "=1+1 is an odd summary"
+    assert rows[0] == {
+        "id": "a",
+        "task_area": "graph_learning",
+        "method_tags": ["GNN"],
+        "summary": "Proves a faster rate for momentum SGD.",
+        "abstract": "Abstract of a.",
+        "source": "seeds/x.txt",
+        "taxonomy_version": "v1",
+    }
+
+
+def test_all_takes_every_row(tmp_path: Path) -> None:
+    sheet = tmp_path / "review.csv"
+    write_review(sheet, [review_row("a", reviewed=""), review_row("b", reviewed="")])
+    output = tmp_path / "gold.jsonl"
+    code, message = gold_import(sheet, output)
+    assert code == 2 and "no reviewed rows" in message
+    assert not output.exists()
+    code, message = gold_import(sheet, output, "--all")
+    assert code == 0, message
+    assert [r["id"] for r in read_jsonl(output, "gold")] == ["a", "b"]
+
+
+def test_every_bad_cell_is_reported_and_nothing_written(tmp_path: Path) -> None:
+    sheet = tmp_path / "review.csv"
+    write_review(
+        sheet,
+        [
+            review_row("a"),
+            review_row("b", task_area="foo"),  # row 3
+            review_row("c", method_tags=" ; "),  # row 4
+            review_row("a", summary="two\nlines"),  # row 5: duplicate id and bad summary
+            review_row("", reviewed="maybe"),  # row 6
+            review_row("f", method_tags="; ".join(f"tag {i}" for i in range(7))),  # row 7
+            review_row("g", summary=" ".join(["word"] * 40)),  # row 8
+        ],
+    )
+    output = tmp_path / "gold.jsonl"
+    code, message = gold_import(sheet, output)
+    assert code == 2
+    assert not output.exists()
+    text = message
+    for expected in [
+        "review.csv row 3, column task_area: 'foo' is not a task area (see taxonomy v1)",
+        "review.csv row 4, column method_tags: needs at least one tag",
+        "review.csv row 5, column id: duplicate id 'a' (first at row 2)",
+        "review.csv row 5, column summary: 'two lines' must be one line",
+        "review.csv row 6, column reviewed: 'maybe' is not",
+        "review.csv row 7, column method_tags: has 7 tags; at most 6",
+        "review.csv row 8, column summary:",
+        "has 40 words; at most 35",
+    ]:
+        assert expected in text, expected
+    assert "7 bad cells" in text
+
+
+def test_xlsx_export_then_import(tmp_path: Path) -> None:
+    run = tmp_path / "run.jsonl"
+    row = {
+        "id": "z1",
+        "source": "s.txt",
+        "index": 0,
+        "abstract": "Some abstract.",
+        "summary": "-- dashes first, then text",
+        "task_area": "computer_vision",
+        "method_tags": ["ViT", "@mention tag"],
+        "status": "ok",
+        "taxonomy_version": "v1",
+    }
+    run.write_text(json.dumps(row) + "\n", "utf-8")
+    sheet = tmp_path / "review.xlsx"
+    assert runner.invoke(app, ["export", str(run), "-o", str(sheet)]).exit_code == 0
+    book = load_workbook(sheet)
+    book.worksheets[0]["A2"] = "y"  # the reviewer ticks the row
+    book.save(sheet)
+    output = tmp_path / "gold.jsonl"
+    code, message = gold_import(sheet, output)
+    assert code == 0, message
+    (gold,) = read_jsonl(output, "gold")
+    assert gold["summary"] == "-- dashes first, then text"
+    assert gold["method_tags"] == ["ViT", "@mention tag"]
+
+
+def test_missing_columns(tmp_path: Path) -> None:
+    sheet = tmp_path / "review.csv"
+    sheet.write_text("id,summary\na,b\n", "utf-8")
+    code, message = gold_import(sheet, tmp_path / "g.jsonl")
+    assert code == 2
+    assert "missing column(s) reviewed, task_area, method_tags" in message
+
+
+@pytest.fixture(scope="module")
+def seed_ids() -> set[str]:
+    return {a.id for a in iter_abstracts(scan([ROOT / "seeds"]).files)}
+
+
+def test_shipped_gold_file_is_valid(seed_ids: set[str]) -> None:
+    rows = read_jsonl(GOLD, "gold")
+    assert len(rows) >= 20
+    assert {r["id"] for r in rows} <= seed_ids
+    assert len({r["id"] for r in rows}) == len(rows)
+    taxonomy, synonyms = load_taxonomy(PROMPTS, "v1"), load_synonyms(PROMPTS)
+    original = json.loads(json.dumps(rows))
+    check_gold_rows(str(GOLD), rows, taxonomy, synonyms)  # raises on any bad cell
+    assert rows == original  # already canonical: validation changed nothing
+    for row in rows:
+        assert 2 <= len(row["method_tags"]) <= 5
+        assert len(row["summary"].split()) <= 30
+        assert not row["summary"].lower().startswith(("this paper", "this work", "we "))
+        assert row["abstract"] and row["source"].startswith("seeds/")
