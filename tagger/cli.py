@@ -46,6 +46,11 @@ def _stderr() -> Console:
     return Console(stderr=True)
 
 
+def _say(message: str) -> None:
+    """One unwrapped line on stderr: logs and CI must see it whole."""
+    typer.echo(message, err=True)
+
+
 @contextmanager
 def _errors(secret: str | None = None) -> Iterator[None]:
     """Turn domain errors into one-line messages and exit codes; keep the key out of them."""
@@ -54,16 +59,16 @@ def _errors(secret: str | None = None) -> Iterator[None]:
     except typer.Exit:
         raise
     except TaggerError as exc:
-        _stderr().print(f"[red]Error:[/red] {redact(str(exc), secret)}", highlight=False)
+        _say(f"Error: {redact(str(exc), secret)}")
         raise typer.Exit(exc.exit_code) from None
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        _stderr().print(f"[red]Error:[/red] invalid option: {problems}", highlight=False)
+        _say(f"Error: invalid option: {problems}")
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except Exception:
-        _stderr().print(redact(traceback.format_exc(), secret), highlight=False, markup=False)
+        _say(redact(traceback.format_exc(), secret))
         raise typer.Exit(1) from None
 
 
@@ -212,9 +217,9 @@ def _print_summary(stats: Any, output: Path | None) -> None:
     console = _stderr()
     console.print(table)
     if output is not None:
-        console.print(f"wrote {output}", highlight=False)
+        _say(f"wrote {output}")
     if stats.stop_reason:
-        console.print(f"[yellow]{stats.stop_reason}[/yellow]; rerun the same command to finish")
+        _say(f"Stopped: {stats.stop_reason}; rerun the same command to finish")
 
 
 def _print_dry_run(report: Any) -> None:

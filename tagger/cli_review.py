@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -57,10 +59,30 @@ def _gold(path: Path, prompts_dir: Path | None, synonyms: Synonyms) -> list[dict
     return check_gold_rows(str(path), rows, taxonomy, synonyms)
 
 
+@contextmanager
+def _errors() -> Iterator[None]:
+    """tagger.cli's error handling, with messages printed literally."""
+    from tagger.cli import _errors as cli_errors
+    from tagger.errors import TaggerError
+
+    with cli_errors():
+        try:
+            yield
+        except TaggerError as exc:
+            # Messages quote sheet cells; printed as rich markup, "[/x]" in a cell would crash.
+            from rich.console import Console
+            from rich.text import Text
+
+            Console(stderr=True).print(
+                Text.assemble(("Error:", "red"), " ", str(exc)), soft_wrap=True
+            )
+            raise typer.Exit(exc.exit_code) from None
+
+
 def _note(message: str) -> None:
     from rich.console import Console
 
-    Console(stderr=True).print(message, highlight=False, markup=False)
+    Console(stderr=True).print(message, highlight=False, markup=False, soft_wrap=True)
 
 
 def export(
@@ -73,7 +95,6 @@ def export(
     ] = True,
 ) -> None:
     """Write a run to a review sheet: one row per abstract, formulas neutralised."""
-    from tagger.cli import _errors
     from tagger.gold import read_jsonl
     from tagger.sheets import SHEET_COLUMNS, count_rows, run_row_to_sheet, sheet_format, write_sheet
 
@@ -101,7 +122,6 @@ def gold_import(
     prompts_dir: PromptsDirOpt = None,
 ) -> None:
     """Validate a reviewed sheet and write its reviewed rows as a gold set."""
-    from tagger.cli import _errors
     from tagger.gold import import_sheet, sheet_taxonomy_version, write_jsonl
     from tagger.sheets import read_sheet
 
@@ -173,7 +193,6 @@ def eval_command(
     prompts_dir: PromptsDirOpt = None,
 ) -> None:
     """Score a run against a gold set: coverage, task-area accuracy, tag P/R/F1, summaries."""
-    from tagger.cli import _errors
     from tagger.evaluate import evaluate
     from tagger.gold import read_jsonl
 
@@ -208,9 +227,10 @@ def _print_compare(report: dict[str, Any], limit: int) -> None:
             show = _METRIC_FORMAT.get(item["metric"].split(".")[0], _pct)
             verdicts.add_row(item["label"], show(item["a"]), show(item["b"]), item["winner"])
         console.print(verdicts)
-    changed = [r for r in report["rows"] if r["area_changed"] or r["summary_changed"]]
-    changed += [
-        r for r in report["rows"] if r not in changed and (r["tags_added"] or r["tags_removed"])
+    changed = [
+        r
+        for r in report["rows"]
+        if r["area_changed"] or r["summary_changed"] or r["tags_added"] or r["tags_removed"]
     ]
     if not changed or limit <= 0:
         return
@@ -246,7 +266,6 @@ def compare(
     prompts_dir: PromptsDirOpt = None,
 ) -> None:
     """Compare two runs of the same abstracts row by row; with --gold, say which side wins."""
-    from tagger.cli import _errors
     from tagger.evaluate import DIFF_COLUMNS, compare_runs, diff_sheet_rows, evaluate, winners
     from tagger.gold import read_jsonl
     from tagger.sheets import sheet_format, write_sheet
@@ -283,7 +302,6 @@ def tags(
     prompts_dir: PromptsDirOpt = None,
 ) -> None:
     """Tag frequencies and clusters of near-duplicate tags (case, plural, hyphen, acronym)."""
-    from tagger.cli import _errors
     from tagger.gold import read_jsonl
     from tagger.tagstats import tag_report, toml_lines
 

@@ -32,3 +32,5 @@ class ConfigError(UsageError):
 
 class FatalAPIError(TaggerError):
     """The server refused in a way retrying cannot fix (bad key, unknown model): stop the run."""
+
+    exit_code = 2

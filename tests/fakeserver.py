@@ -160,6 +160,7 @@ class FakeLLM:
         self.fault_rates: dict[str, float] = {}
         self.retry_after = 1.0
         self.hang_seconds = 30.0
+        self.keep_bodies = True  # False: record requests without their JSON bodies
         self.max_in_flight = 0
         self._in_flight = 0
         self._rng = random.Random(seed)
@@ -195,11 +196,16 @@ class FakeLLM:
     def stats(self) -> dict[str, Any]:
         """Summary stats: request count, statuses, peak concurrency."""
         with self._lock:
-            by = collections.Counter(
-                r.status for r in self.history if r.path.endswith("/chat/completions")
-            )
+            chats = [r for r in self.history if r.path.endswith("/chat/completions")]
+        by = collections.Counter(r.status for r in chats)
+        answered = [r.started for r in chats if r.status == 200]
         statuses = {str(k): v for k, v in sorted(by.items())}
-        return {"requests": by.total(), "by_status": statuses, "max_in_flight": self.max_in_flight}
+        return {
+            "requests": by.total(),
+            "by_status": statuses,
+            "max_in_flight": self.max_in_flight,
+            "answered_span": (max(answered) - min(answered)) if answered else 0.0,
+        }
 
     def start(self) -> FakeLLM:
         """Start serving in a background thread; returns self once listening."""
@@ -293,6 +299,8 @@ class FakeLLM:
                     status, payload, extra = await self._dispatch(rec, reader)
                 finally:
                     self._in_flight -= 1
+                if not self.keep_bodies:  # long benchmark runs would hold every prompt
+                    rec.body = None
                 if status == 0:
                     writer.transport.abort()
                     return
@@ -495,7 +503,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   models=a.models.split(",") if a.models else None, seed=a.seed)  # fmt: skip
     llm.rpm_limit, llm.tpm_limit, llm.rate_window = a.rpm, a.tpm, a.window
     llm.reply_style, llm.json_schema_support = a.reply_style, a.json_schema_support
-    llm.retry_after = a.retry_after
+    llm.retry_after, llm.keep_bodies = a.retry_after, False
     for item in filter(None, a.fault_rates.split(",")):
         kind, rate = item.split("=")
         if kind not in FAULTS:

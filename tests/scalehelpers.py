@@ -251,9 +251,7 @@ def cached_ids(cache_dir: Path, url: str, inputs: Inputs) -> set[str]:
     cache = AnswerCache(cache_dir)
     try:
         return {
-            a.id
-            for a in iter_abstracts([inputs.path])
-            if cache.get(plan.item_key(a)) is not None
+            a.id for a in iter_abstracts([inputs.path]) if cache.get(plan.item_key(a)) is not None
         }
     finally:
         cache.close()

@@ -371,4 +371,9 @@ def test_standalone_spawn() -> None:
         out, _ = proc.communicate(timeout=10)
     assert proc.returncode == 0
     stats = json.loads(out.strip().splitlines()[-1])
-    assert stats == {"requests": 1, "by_status": {"200": 1}, "max_in_flight": 1}
+    assert stats == {
+        "requests": 1,
+        "by_status": {"200": 1},
+        "max_in_flight": 1,
+        "answered_span": 0.0,
+    }

@@ -186,3 +186,11 @@ def test_shipped_gold_file_is_valid(seed_ids: set[str]) -> None:
         assert len(row["summary"].split()) <= 30
         assert not row["summary"].lower().startswith(("this paper", "this work", "we "))
         assert row["abstract"] and row["source"].startswith("seeds/")
+
+
+def test_cells_that_look_like_markup_are_reported_verbatim(tmp_path: Path) -> None:
+    sheet = tmp_path / "review.csv"
+    write_review(sheet, [review_row("a", task_area="[/oops] [bold]area")])
+    code, message = gold_import(sheet, tmp_path / "g.jsonl")
+    assert code == 2
+    assert "row 2, column task_area: '[/oops] [bold]area' is not a task area" in message

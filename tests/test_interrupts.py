@@ -95,7 +95,6 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path, llm: FakeLLM) -
         cached_now = cached_ids(cache, llm.base_url, inputs)
         assert cached_before <= cached_now, "the cache lost answers in a kill"
         assert cached_now - cached_before <= set(asked), "cached answers nobody asked for"
-        print("KILL", kills, round(delay,2), len(cached_now), len(asked), end - start)
         cached_before = cached_now
     assert kills >= 2, "the runs finished before they could be killed: the test proved nothing"
     assert 0 < len(cached_before) < len(inputs.ids), "kills came too early or too late"
@@ -146,11 +145,12 @@ def test_ctrl_c_stops_sending_writes_every_row_and_resumes(tmp_path: Path, llm: 
     text = log.read_text(errors="replace")
 
     assert code == 130, text[-3000:]
-    # In flight were at most 4 requests of 0.2 s each: nothing justifies a long wait.
-    assert took < 3.0, f"exit took {took:.1f} s after Ctrl-C"
+    # Requests already on the wire may land a moment after the signal; nothing new may start.
     late = [round(r.started - interrupted_at, 2) for r in llm.history]
     late = [t for t in late if t > 0.25]
     assert not late, f"{len(late)} requests were sent after Ctrl-C, at +{late[:10]} s"
+    # In flight were at most 4 requests of 0.2 s each: nothing justifies a long wait.
+    assert took < 3.0, f"exit took {took:.1f} s after Ctrl-C"
     time.sleep(0.5)
     assert len(llm.history) == exited, "requests reached the server after tagger exited"
 

@@ -6,6 +6,7 @@ fake OpenAI-compatible server runs in a thread of the test process and records e
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -83,7 +84,7 @@ def test_rpm_unset_or_too_high_still_completes(
     tmp_path: Path, llm: FakeLLM, rpm: int | None
 ) -> None:
     _rate_limited(llm)
-    inputs = write_inputs(tmp_path / "in.jsonl", 100)
+    inputs = write_inputs(tmp_path / "in.jsonl", 80)
     extra: list[object] = ["--concurrency", 16]
     if rpm is not None:
         extra += ["--rpm", rpm]
@@ -103,7 +104,7 @@ def test_rpm_unset_or_too_high_still_completes(
     admitted = [r.started for r in history if r.status != 429]
     grouped = requests_by_id(history, inputs)
     for item_id, recs in grouped.items():
-        for before, after in zip(recs, recs[1:], strict=False):
+        for before, after in itertools.pairwise(recs):
             if before.status != 429:
                 continue
             window = [t for t in admitted if before.started - RATE_WINDOW < t <= before.started]
@@ -162,13 +163,11 @@ def test_mixed_faults_bounded_attempts_and_honest_rows(tmp_path: Path, llm: Fake
     assert set(grouped) == set(inputs.ids)
     for item_id, recs in grouped.items():
         assert len(recs) <= MAX_ATTEMPTS, (item_id, [(r.status, r.fault) for r in recs])
-        for before, after in zip(recs, recs[1:], strict=False):
+        for before, after in itertools.pairwise(recs):
             if before.fault == "429":
                 waited = after.started - before.started
                 assert waited >= RETRY_AFTER - 0.01, (item_id, waited)
-    retried = sum(
-        1 for recs in grouped.values() for a, _ in zip(recs, recs[1:], strict=False) if a.fault
-    )
+    retried = sum(1 for recs in grouped.values() for a, _ in itertools.pairwise(recs) if a.fault)
     assert retried > 0
 
     # An item whose requests were all answered ok and valid must be ok.
@@ -239,9 +238,7 @@ def test_max_requests_stops_sending_and_writes_every_row(tmp_path: Path, llm: Fa
     assert len(_chat(llm)) == sent  # nothing arrives after the run ended
 
 
-def test_max_cost_stops_early_and_rerun_finishes_from_cache(
-    tmp_path: Path, llm: FakeLLM
-) -> None:
+def test_max_cost_stops_early_and_rerun_finishes_from_cache(tmp_path: Path, llm: FakeLLM) -> None:
     prices = tmp_path / "prices.toml"
     prices.write_text('[models."gpt-4o-mini"]\ninput = 1000.0\noutput = 1000.0\n')
     inputs = write_inputs(tmp_path / "in.jsonl", 30, seed=7)
@@ -281,12 +278,12 @@ def test_max_cost_stops_early_and_rerun_finishes_from_cache(
 
 
 def test_a_429_pauses_every_sender(tmp_path: Path, llm: FakeLLM) -> None:
-    pause = 0.5
+    pause, concurrency = 0.5, 8
     llm.retry_after = pause
     inputs = write_inputs(tmp_path / "in.jsonl", 40, seed=8)
-    victim = inputs.ids[20]
+    victim = inputs.ids[12]  # after the mode probe, with most of the work still to come
     llm.script(["429"], match=inputs.text_of(victim))
-    result, out = _run(tmp_path, inputs, llm, "--concurrency", 8)
+    result, out = _run(tmp_path, inputs, llm, "--concurrency", concurrency)
 
     assert result.returncode == 0, result.stdout.decode(errors="replace")
     rows = read_rows(out)
@@ -298,10 +295,11 @@ def test_a_429_pauses_every_sender(tmp_path: Path, llm: FakeLLM) -> None:
     assert len(limited) == 1
     t429 = limited[0].started
     after = [r.started - t429 for r in history if r.started > t429]
-    # Requests already past the gate when the 429 came back may still arrive a moment later.
-    in_flight_grace = 0.05
-    during = [round(d, 3) for d in after if in_flight_grace < d < pause - 0.01]
-    assert not during, f"requests started {during} s after a 429 asking for {pause} s"
-    assert len(after) > 8, "too few requests after the 429 for the test to mean anything"
+    assert len(after) > 2 * concurrency, "too few requests after the 429 to mean anything"
+    # Only requests already past the gate when the 429 came back (at most one per other slot)
+    # may reach the server during the pause, and only right after the 429.
+    during = [round(d, 3) for d in after if d < pause - 0.01]
+    assert len(during) <= concurrency - 1, f"{len(during)} requests started during the pause"
+    assert all(d < 0.1 for d in during), f"requests started {during} s into a {pause} s pause"
     retry = [r for r in requests_by_id(history, inputs)[victim] if r.status == 200]
     assert retry and retry[0].started - t429 >= pause - 0.01

@@ -1,0 +1,87 @@
+"""Rate limits: the fake server enforces a sliding-window RPM; how close does tagger get?
+
+    python bench/ratelimit.py [--limit 600] [--window 60] [--items 700]
+
+Three runs against the same limit: --rpm at the true limit (goal: >= 95% of the limit used,
+zero 429s), --rpm unset, and --rpm at twice the truth (goal: every item still ok). The figure
+of merit is requests per minute achieved over the run's wall time, against the limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+
+from common import fake_server, run_tagger, write_abstracts
+
+
+def stats(url: str) -> dict[str, object]:
+    """The fake server's counters."""
+    with urllib.request.urlopen(url + "/stats", timeout=5) as response:
+        result: dict[str, object] = json.load(response)
+        return result
+
+
+def one_run(label: str, rpm: int | None, args: argparse.Namespace, tmp: Path) -> bool:
+    per_minute = args.limit * 60 / args.window
+    with fake_server(
+        "--rpm", str(args.limit), "--window", str(args.window), "--retry-after", "1"
+    ) as (_proc, url):
+        source = write_abstracts(tmp / f"in-{label}.jsonl", args.items, seed=len(label))
+        out = tmp / f"out-{label}.jsonl"
+        command = [
+            "run",
+            str(source),
+            "-o",
+            str(out),
+            "--base-url",
+            url,
+            "--api-key",
+            "sk-bench",
+            "--no-cache",
+            "--concurrency",
+            "64",
+        ]
+        if rpm is not None:
+            command += ["--rpm", str(rpm)]
+        wall, _, code = run_tagger(command)
+        counts = stats(url)
+    by_status = counts["by_status"]
+    assert isinstance(by_status, dict)
+    ok_requests = int(by_status.get("200", 0))
+    limited = int(by_status.get("429", 0))
+    manifest = json.loads(out.with_name(f"out-{label}.manifest.json").read_text())
+    used = ok_requests / (wall * per_minute / 60)
+    print(
+        f"{label:<22} {wall:6.1f} s  {ok_requests} answered, {limited} x 429, "
+        f"{manifest['ok']}/{args.items} ok, exit {code}, limit used {used:.1%}"
+    )
+    return manifest["ok"] == args.items
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--limit", type=int, default=600, help="requests per window")
+    parser.add_argument("--window", type=float, default=60.0, help="window in seconds")
+    parser.add_argument("--items", type=int, default=700)
+    args = parser.parse_args()
+    per_minute = round(args.limit * 60 / args.window)
+    print(
+        f"server limit: {args.limit} requests per sliding {args.window:g} s "
+        f"(= {per_minute}/min), {args.items} items"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        results = [
+            one_run("--rpm = limit", per_minute, args, Path(tmp)),
+            one_run("--rpm unset", None, args, Path(tmp)),
+            one_run("--rpm = 2 x limit", 2 * per_minute, args, Path(tmp)),
+        ]
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
