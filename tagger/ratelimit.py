@@ -19,7 +19,11 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
-class BudgetExceeded(TaggerError):
+class SendingStopped(TaggerError):
+    """The run stopped sending (Ctrl-C, a spend limit): requests not yet sent are not sent."""
+
+
+class BudgetExceeded(SendingStopped):
     """--max-requests or --max-cost would be exceeded: the run stops sending."""
 
 
@@ -37,8 +41,9 @@ def parse_reset(value: str) -> float | None:
 
 
 def _paced(per_minute: float) -> AsyncLimiter:
-    # A bucket of one request: evenly spaced sends, never a burst a 60 s window would punish.
-    return AsyncLimiter(1, 60.0 / (per_minute * HEADROOM))
+    # A bucket of two requests: evenly spaced sends, and a late timer wake-up is made up by the
+    # next send instead of lost; no burst a sliding window would punish.
+    return AsyncLimiter(2, 2 * 60.0 / (per_minute * HEADROOM))
 
 
 def _token_bucket(per_minute: float) -> AsyncLimiter:
@@ -101,6 +106,7 @@ class SendGate:
         self._tokens = _token_bucket(tpm) if tpm else None
         self._slots = asyncio.Semaphore(concurrency)
         self._resume_at = 0.0
+        self.stopped: str | None = None
         self.paused_seconds = 0.0
         self.learned: list[str] = []
         self._debts: set[asyncio.Future[None]] = set()
@@ -115,6 +121,8 @@ class SendGate:
             if self._tokens is not None and estimated_tokens > 0:
                 await self._tokens.acquire(min(float(estimated_tokens), self._tokens.max_rate))
             await self._wait_pause()  # a 429 may have arrived while we queued
+            if self.stopped is not None:
+                raise SendingStopped(self.stopped)
             if self.guard is not None:
                 self.guard.reserve(estimated_tokens)
             yield
@@ -122,6 +130,10 @@ class SendGate:
     async def _wait_pause(self) -> None:
         while (delay := self._resume_at - time.monotonic()) > 0:
             await asyncio.sleep(delay)
+
+    def stop(self, reason: str) -> None:
+        """Send nothing more: requests waiting here fail with SendingStopped(reason)."""
+        self.stopped = self.stopped or reason
 
     def pause(self, seconds: float) -> None:
         """Hold every sender for `seconds` from now (a server said Retry-After)."""

@@ -16,7 +16,7 @@ from tagger.llm import LLMClient
 from tagger.output import JsonlWriter, build_row
 from tagger.plan import RunPlan
 from tagger.pricing import PriceTable
-from tagger.ratelimit import BudgetExceeded
+from tagger.ratelimit import SendingStopped
 from tagger.tagging import ItemTagger, Outcome
 
 NOT_RUN = "not run: {reason}; rerun the same command to finish"
@@ -93,6 +93,7 @@ class BatchRunner:
         """Stop sending new requests; the rest of the rows are written as not run."""
         if self.stop_reason is None:
             self.stop_reason = reason
+        self.client.gate.stop(reason)  # requests queued for a slot are not sent either
         self.stats.interrupted = self.stats.interrupted or interrupted
 
     async def run(self, abstracts: Iterator[Abstract]) -> RunStats:
@@ -171,7 +172,7 @@ class BatchRunner:
         if task.cancelled():
             return
         exc = task.exception()
-        if isinstance(exc, BudgetExceeded):
+        if isinstance(exc, SendingStopped):
             self.request_stop(str(exc))
         elif isinstance(exc, FatalAPIError | UsageError) and self.fatal is None:
             self.fatal = exc
@@ -184,7 +185,7 @@ class BatchRunner:
         )
 
     def _write(self, item: _Pending) -> None:
-        outcome = _result(item)
+        outcome = self._result(item)
         if not item.shared and isinstance(item.outcome, asyncio.Future):
             self._inflight.pop(item.abstract.id, None)
         row = build_row(
@@ -204,6 +205,19 @@ class BatchRunner:
         stats.failed += outcome.answer is None
         stats.cached += item.cached
         self.progress.advance(row)
+
+    def _result(self, item: _Pending) -> Outcome:
+        if not isinstance(item.outcome, asyncio.Future):
+            return item.outcome
+        future = item.outcome
+        if future.cancelled():
+            return Outcome(error=NOT_RUN.format(reason=self.stop_reason or "cancelled"))
+        exc = future.exception()
+        if isinstance(exc, SendingStopped):
+            return Outcome(error=NOT_RUN.format(reason=exc))
+        if exc is not None:
+            return Outcome(error=f"failed: {type(exc).__name__}: {exc}")
+        return future.result()
 
     def cancel_inflight(self) -> None:
         """Cancel every request still in flight (their rows say so)."""
@@ -229,15 +243,3 @@ def _is_ready(item: _Pending) -> bool:
 async def _wait(item: _Pending) -> None:
     if isinstance(item.outcome, asyncio.Future):
         await asyncio.wait([item.outcome])
-
-
-def _result(item: _Pending) -> Outcome:
-    if not isinstance(item.outcome, asyncio.Future):
-        return item.outcome
-    future = item.outcome
-    if future.cancelled():
-        return Outcome(error="cancelled: the run was stopped")
-    exc = future.exception()
-    if exc is not None:
-        return Outcome(error=f"not run: {exc}")
-    return future.result()
