@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from tagger.errors import UsageError
-from tagger.schema import MAX_TAG_CHARS, MAX_TAG_WORDS, MAX_TAGS, SUMMARY_WORD_LIMIT, normalise_tag
-from tagger.taxonomy import Synonyms, Taxonomy, synonym_key
+from tagger.schema import MAX_TAGS, SUMMARY_WORD_LIMIT
+from tagger.schema import clean_tags as schema_clean_tags
+from tagger.taxonomy import Synonyms, Taxonomy
 
 REQUIRED_COLUMNS = ("id", "task_area", "method_tags", "summary")
 TRUTHY = frozenset({"y", "yes", "x", "1", "true"})
@@ -60,22 +61,10 @@ def split_tags(value: str | Sequence[str]) -> list[str]:
 
 def clean_tags(raw: list[str], synonyms: Synonyms | None) -> tuple[list[str], str | None]:
     """Normalised, de-duplicated tags and a problem message (None when valid)."""
-    tags: list[str] = []
-    seen: set[str] = set()
-    for item in raw:
-        tag = normalise_tag(item, synonyms)
-        key = synonym_key(tag)
-        if not key or key in seen:
-            continue
-        if len(tag) > MAX_TAG_CHARS or len(tag.split()) > MAX_TAG_WORDS:
-            return tags, (
-                f"tag {_show(tag)} is too long (at most {MAX_TAG_WORDS} words, "
-                f"{MAX_TAG_CHARS} characters)"
-            )
-        seen.add(key)
-        tags.append(tag)
-    if not tags:
-        return tags, "needs at least one tag (separate tags with ';')"
+    try:
+        tags = schema_clean_tags(raw, synonyms)
+    except ValueError as exc:
+        return [], f"{exc} (separate tags with ';')" if not raw else str(exc)
     if len(tags) > MAX_TAGS:
         return tags, f"has {len(tags)} tags; at most {MAX_TAGS}"
     return tags, None

@@ -72,27 +72,29 @@ def _clean_summary(value: str) -> str:
     return text
 
 
-def _tags_validator(synonyms: Synonyms | None) -> AfterValidator:
-    def clean(tags: list[str]) -> list[str]:
-        cleaned: list[str] = []
-        seen: set[str] = set()
-        for raw in tags:
-            tag = normalise_tag(raw, synonyms)
-            key = synonym_key(tag)
-            if not key or key in seen:
-                continue
-            if len(tag) > MAX_TAG_CHARS or len(tag.split()) > MAX_TAG_WORDS:
-                raise ValueError(
-                    f"tag {_excerpt(tag, 40)} is too long; use at most {MAX_TAG_WORDS} words "
-                    f"and {MAX_TAG_CHARS} characters per tag"
-                )
-            seen.add(key)
-            cleaned.append(tag)
-        if not cleaned:
-            raise ValueError("needs at least one non-empty tag")
-        return cleaned
+def clean_tags(tags: list[str], synonyms: Synonyms | None) -> list[str]:
+    """Normalised, de-duplicated tags; ValueError says what is wrong (too long, none left)."""
+    cleaned: list[str] = []
+    seen: set[str] = set()
+    for raw in tags:
+        tag = normalise_tag(raw, synonyms)
+        key = synonym_key(tag)
+        if not key or key in seen:
+            continue
+        if len(tag) > MAX_TAG_CHARS or len(tag.split()) > MAX_TAG_WORDS:
+            raise ValueError(
+                f"tag {_excerpt(tag, 40)} is too long; use at most {MAX_TAG_WORDS} words "
+                f"and {MAX_TAG_CHARS} characters per tag"
+            )
+        seen.add(key)
+        cleaned.append(tag)
+    if not cleaned:
+        raise ValueError("needs at least one tag")
+    return cleaned
 
-    return AfterValidator(clean)
+
+def _tags_validator(synonyms: Synonyms | None) -> AfterValidator:
+    return AfterValidator(lambda tags: clean_tags(tags, synonyms))
 
 
 def _area_resolver(taxonomy: Taxonomy) -> BeforeValidator:

@@ -117,7 +117,7 @@ def test_tags_normalised_and_deduplicated(model: type[BaseModel]) -> None:
 
 
 def test_only_empty_tags_rejected(model: type[BaseModel]) -> None:
-    with pytest.raises(ValidationError, match="at least one non-empty tag"):
+    with pytest.raises(ValidationError, match="needs at least one tag"):
         model.model_validate(answer(method_tags=["  ", '""']))
 
 
