@@ -165,7 +165,8 @@ class BatchRunner:
                     "mode": outcome.mode,
                 },
             )
-            self._refreshed.add(abstract.id)
+            if self.config.refresh:
+                self._refreshed.add(abstract.id)
         return outcome
 
     def _on_done(self, task: asyncio.Future[Outcome]) -> None:

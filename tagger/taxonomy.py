@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -41,24 +42,30 @@ class Taxonomy:
     areas: tuple[Area, ...]
     hash: str
 
-    @property
+    # Cached: validation resolves an area and rendering lists them for every abstract.
+    @cached_property
     def ids(self) -> tuple[str, ...]:
         """Area ids in file order."""
         return tuple(area.id for area in self.areas)
 
+    @cached_property
+    def _by_key(self) -> dict[str, str]:
+        keys = {area_key(area.label): area.id for area in self.areas}
+        return keys | {area.id: area.id for area in self.areas}
+
     def resolve(self, value: str) -> str | None:
         """Map an id or label (case/space/hyphen-insensitive) to its id, else None."""
-        key = area_key(value)
-        if not key:
-            return None
-        for area in self.areas:
-            if key in (area.id, area_key(area.label)):
-                return area.id
-        return None
+        if value in self._by_key:
+            return self._by_key[value]
+        return self._by_key.get(area_key(value))
+
+    @cached_property
+    def _rendered(self) -> str:
+        return "\n".join(f"- {a.id}: {a.label} — {a.description}" for a in self.areas)
 
     def render(self) -> str:
         """The "- id: label — description" lines substituted for $areas."""
-        return "\n".join(f"- {a.id}: {a.label} — {a.description}" for a in self.areas)
+        return self._rendered
 
 
 def _pick_file(directory: Path, version: str | None, kind: str) -> tuple[str, Path]:
