@@ -62,6 +62,7 @@ class AnswerCache:
             size_limit=2**62,
             disk_min_file_size=2**30,  # keep every value inline in SQLite, no side files
             statistics=False,
+            cull_limit=0,  # nothing expires or is evicted: skip the per-write cull queries
         )
 
     def get(self, key: str) -> dict[str, Any] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -97,15 +98,40 @@ class Prompt:
             "areas": areas,
             "format_instructions": format_instructions,
         }
-        # A template line holding only an empty placeholder would leave stray blank lines.
-        lines = [
-            line
-            for line in self.user.split("\n")
-            if not ((m := _LONE_PLACEHOLDER_RE.match(line)) and not values[m.group(1)])
-        ]
-        # substitute() never re-scans substituted values, so $ and {} in the abstract survive.
-        user = Template("\n".join(lines)).substitute(values)
+        empty = frozenset(
+            name for name in ("title_line", "format_instructions") if not values[name]
+        )
+        # Values are spliced in, never re-scanned, so $ and {} in the abstract survive.
+        user = "".join(values[part[1:]] if part[:1] == "\0" else part
+                       for part in _template(self.user, empty))  # fmt: skip
         return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
+
+
+@functools.lru_cache(maxsize=64)
+def _template(user: str, empty: frozenset[str]) -> tuple[str, ...]:
+    """The user template as literal parts and "\0name" placeholders, parsed once per variant.
+
+    Lines holding only a placeholder that is empty this time are dropped (they would leave
+    stray blank lines). string.Template re-parses the template on every call, and this runs
+    for every abstract.
+    """
+    lines = [
+        line
+        for line in user.split("\n")
+        if not ((m := _LONE_PLACEHOLDER_RE.match(line)) and m.group(1) in empty)
+    ]
+    text = "\n".join(lines)
+    parts: list[str] = []
+    position = 0
+    for match in Template.pattern.finditer(text):
+        parts.append(text[position : match.start()])
+        if match.group("escaped") is not None:
+            parts.append("$")
+        else:
+            parts.append("\0" + (match.group("named") or match.group("braced")))
+        position = match.end()
+    parts.append(text[position:])
+    return tuple(part for part in parts if part)
 
 
 def default_prompts_dir() -> Path:
