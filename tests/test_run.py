@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
+import openai
 import pytest
 from conftest import (
     PROMPTS_DIR,
@@ -123,6 +125,26 @@ def test_output_to_stdout(tagger_cli: TaggerCLI) -> None:
     lines = result.stdout.splitlines()
     assert len(lines) == 3 and all(line.startswith("{") for line in lines)
     assert not tagger_cli.out.exists()
+
+
+def test_aiohttp_transport_runs_end_to_end(
+    tagger_cli: TaggerCLI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[object] = []
+    real = openai.DefaultAioHttpClient
+
+    def spy(**kwargs: Any) -> Any:
+        client = real(**kwargs)
+        built.append(client)
+        return client
+
+    monkeypatch.setattr(openai, "DefaultAioHttpClient", spy)
+    small = tagger_cli.small_input(4)
+    result = tagger_cli.run("--http", "aiohttp", inputs=[small])
+    assert result.exit_code == 0, result.output
+    assert [r["status"] for r in tagger_cli.rows()] == ["ok"] * 4
+    assert len(tagger_cli.chats()) == 4
+    assert len(built) == 1  # the SDK's aiohttp transport carried the requests
 
 
 def test_concurrency_caps_requests_in_flight(tagger_cli: TaggerCLI) -> None:
