@@ -25,17 +25,6 @@ SynonymsOpt = Annotated[
 GoldOpt = Annotated[Path | None, typer.Option("--gold", help="Gold set (JSONL).")]
 
 
-_MATRIX_MAX = 5  # more areas than this print as a list
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.1f}%"
-
-
-def _num(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
-
-
 def _synonyms(prompts_dir: Path | None, version: str | None) -> Synonyms:
     from tagger.prompts import default_prompts_dir
     from tagger.taxonomy import load_synonyms
@@ -61,22 +50,11 @@ def _gold(path: Path, prompts_dir: Path | None, synonyms: Synonyms) -> list[dict
 
 @contextmanager
 def _errors() -> Iterator[None]:
-    """tagger.cli's error handling, with messages printed literally."""
+    """tagger.cli's error handling (imported late: tagger.cli imports this module)."""
     from tagger.cli import _errors as cli_errors
-    from tagger.errors import TaggerError
 
     with cli_errors():
-        try:
-            yield
-        except TaggerError as exc:
-            # Messages quote sheet cells; printed as rich markup, "[/x]" in a cell would crash.
-            from rich.console import Console
-            from rich.text import Text
-
-            Console(stderr=True).print(
-                Text.assemble(("Error:", "red"), " ", str(exc)), soft_wrap=True
-            )
-            raise typer.Exit(exc.exit_code) from None
+        yield
 
 
 def _note(message: str) -> None:
@@ -143,48 +121,6 @@ def gold_import(
         _note(f"wrote {len(result.rows)} gold rows to {output}{skipped}")
 
 
-def _print_eval(report: dict[str, Any], title: str) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    cov, area, tags, summ = (report[k] for k in ("coverage", "task_area", "method_tags", "summary"))
-    table = Table(title=title, show_header=False)
-    table.add_row("gold ids in run", f"{cov['found']}/{cov['gold']} ({_pct(cov['share'])})")
-    table.add_row("errored in run", str(cov["errored"]))
-    table.add_row(
-        "task-area accuracy", f"{area['correct']}/{area['evaluated']} ({_pct(area['accuracy'])})"
-    )
-    table.add_row("tag precision", _num(tags["precision"]))
-    table.add_row("tag recall", _num(tags["recall"]))
-    table.add_row("tag F1 (micro)", _num(tags["f1"]))
-    table.add_row("tag F1 (macro)", _num(tags["macro_f1"]))
-    table.add_row("summaries checked", str(summ["rows"]))
-    table.add_row("one line", _pct(summ["one_line"]))
-    table.add_row("words mean / max", f"{_num(summ['mean_words'])} / {summ['max_words']}")
-    table.add_row("over 30 words", _pct(summ["over_limit"]))
-    table.add_row('"This paper…" openers', _pct(summ["bad_opener"]))
-    console.print(table)
-    labels = area["labels"]
-    if len(labels) > _MATRIX_MAX:
-        # A wide matrix is unreadable in a terminal: list the (gold, predicted) pairs instead.
-        pairs = [(g, p, n) for g in labels for p, n in area["confusion"][g].items() if n]
-        pairs.sort(key=lambda item: (item[0] == item[1], -item[2], item[0], item[1]))
-        listing = Table("gold", "predicted", "count", title="task areas: confusions first")
-        for gold_area, predicted, count in pairs:
-            listing.add_row(gold_area, predicted, str(count))
-        console.print(listing)
-    elif labels:
-        confusion = Table(title="task areas: gold (rows) × predicted (columns)")
-        confusion.add_column("gold \\ predicted")
-        for label in labels:
-            confusion.add_column(label, justify="right")
-        for gold_area in labels:
-            cells = area["confusion"][gold_area]
-            confusion.add_row(gold_area, *(str(cells[p] or "·") for p in labels))
-        console.print(confusion)
-
-
 def eval_command(
     run_file: RunArg,
     gold: Annotated[Path, typer.Option("--gold", help="Gold set (JSONL).")],
@@ -195,6 +131,7 @@ def eval_command(
     """Score a run against a gold set: coverage, task-area accuracy, tag P/R/F1, summaries."""
     from tagger.evaluate import evaluate
     from tagger.gold import read_jsonl
+    from tagger.review_tables import print_eval
 
     with _errors():
         synonyms = _synonyms(prompts_dir, synonyms_version)
@@ -203,54 +140,7 @@ def eval_command(
         if as_json:
             typer.echo(json.dumps(report, ensure_ascii=False, indent=2))
             return
-        _print_eval(report, f"{run_file} vs {gold}")
-
-
-def _print_compare(report: dict[str, Any], limit: int) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    totals = report["totals"]
-    console.print(f"A: {report['a_file']} — {report['a']}", highlight=False, markup=False)
-    console.print(f"B: {report['b_file']} — {report['b']}", highlight=False, markup=False)
-    table = Table(show_header=False, title="totals")
-    table.add_row("rows compared", str(totals["compared"]))
-    table.add_row("only in A / only in B", f"{totals['only_a']} / {totals['only_b']}")
-    table.add_row("task area changed", str(totals["area_changed"]))
-    table.add_row("tags changed", str(totals["tags_changed"]))
-    table.add_row("summary changed", str(totals["summary_changed"]))
-    console.print(table)
-    if "verdicts" in report:
-        verdicts = Table("metric", "A", "B", "winner", title="against gold")
-        for item in report["verdicts"]:
-            show = _METRIC_FORMAT.get(item["metric"].split(".")[0], _pct)
-            verdicts.add_row(item["label"], show(item["a"]), show(item["b"]), item["winner"])
-        console.print(verdicts)
-    changed = [
-        r
-        for r in report["rows"]
-        if r["area_changed"] or r["summary_changed"] or r["tags_added"] or r["tags_removed"]
-    ]
-    if not changed or limit <= 0:
-        return
-    rows = Table("id", "area A → B", "tags -removed +added", "summary", title="changed rows")
-    for row in changed[:limit]:
-        area = f"{row['area_a']} → {row['area_b']}" if row["area_changed"] else "="
-        tags = " ".join(
-            [*(f"-{t}" for t in row["tags_removed"]), *(f"+{t}" for t in row["tags_added"])]
-        )
-        rows.add_row(row["id"], area, tags or "=", "changed" if row["summary_changed"] else "=")
-    console.print(rows)
-    if len(changed) > limit:
-        console.print(f"… {len(changed) - limit} more changed rows (use --limit or -o)")
-
-
-def _count(value: float | None) -> str:
-    return "n/a" if value is None else str(int(value))
-
-
-_METRIC_FORMAT = {"coverage": _count, "method_tags": _num}
+        print_eval(report, f"{run_file} vs {gold}")
 
 
 def compare(
@@ -268,6 +158,7 @@ def compare(
     """Compare two runs of the same abstracts row by row; with --gold, say which side wins."""
     from tagger.evaluate import DIFF_COLUMNS, compare_runs, diff_sheet_rows, evaluate, winners
     from tagger.gold import read_jsonl
+    from tagger.review_tables import print_compare
     from tagger.sheets import sheet_format, write_sheet
 
     with _errors():
@@ -288,7 +179,7 @@ def compare(
         if as_json:
             typer.echo(json.dumps(report, ensure_ascii=False, indent=2))
             return
-        _print_compare(report, limit)
+        print_compare(report, limit)
 
 
 def tags(
@@ -303,6 +194,7 @@ def tags(
 ) -> None:
     """Tag frequencies and clusters of near-duplicate tags (case, plural, hyphen, acronym)."""
     from tagger.gold import read_jsonl
+    from tagger.review_tables import print_tags
     from tagger.tagstats import tag_report, toml_lines
 
     with _errors():
@@ -320,31 +212,7 @@ def tags(
             if not lines:
                 typer.echo("# nothing to suggest: every near-duplicate is mapped")
             return
-        _print_tags(report, top)
-
-
-def _print_tags(report: dict[str, Any], top: int) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    title = f"{report['distinct']} distinct tags over {report['rows']} ok rows"
-    frequent = Table("tag", "count", title=title)
-    for item in report["frequencies"][:top]:
-        frequent.add_row(item["tag"], str(item["count"]))
-    console.print(frequent)
-    clusters = Table("canonical", "variants (count → mapped to)", "state", title="near-duplicates")
-    for cluster in report["clusters"]:
-        variants = ", ".join(
-            f"{v['tag']} ({v['count']}{' → ' + v['maps_to'] if v['maps_to'] else ''})"
-            for v in cluster["variants"]
-        )
-        clusters.add_row(
-            cluster["canonical"], variants, "mapped" if cluster["mapped"] else "unmapped"
-        )
-    console.print(clusters)
-    if any(not c["mapped"] for c in report["clusters"]):
-        console.print("add mappings with: tagger tags RUN.jsonl --suggest", highlight=False)
+        print_tags(report, top)
 
 
 def register_review_commands(app: typer.Typer) -> None:

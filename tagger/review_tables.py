@@ -1,0 +1,125 @@
+"""Rich tables for the review commands' reports (eval, compare, tags)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+_MATRIX_MAX = 5  # more areas than this print as a list
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def print_eval(report: dict[str, Any], title: str) -> None:
+    """Print an eval report: metrics, then the task-area confusions."""
+    console = Console()
+    cov, area, tags, summ = (report[k] for k in ("coverage", "task_area", "method_tags", "summary"))
+    table = Table(title=title, show_header=False)
+    table.add_row("gold ids in run", f"{cov['found']}/{cov['gold']} ({_pct(cov['share'])})")
+    table.add_row("errored in run", str(cov["errored"]))
+    table.add_row(
+        "task-area accuracy", f"{area['correct']}/{area['evaluated']} ({_pct(area['accuracy'])})"
+    )
+    table.add_row("tag precision", _num(tags["precision"]))
+    table.add_row("tag recall", _num(tags["recall"]))
+    table.add_row("tag F1 (micro)", _num(tags["f1"]))
+    table.add_row("tag F1 (macro)", _num(tags["macro_f1"]))
+    table.add_row("summaries checked", str(summ["rows"]))
+    table.add_row("one line", _pct(summ["one_line"]))
+    table.add_row("words mean / max", f"{_num(summ['mean_words'])} / {summ['max_words']}")
+    table.add_row("over 30 words", _pct(summ["over_limit"]))
+    table.add_row('"This paper…" openers', _pct(summ["bad_opener"]))
+    console.print(table)
+    labels = area["labels"]
+    if len(labels) > _MATRIX_MAX:
+        # A wide matrix is unreadable in a terminal: list the (gold, predicted) pairs instead.
+        pairs = [(g, p, n) for g in labels for p, n in area["confusion"][g].items() if n]
+        pairs.sort(key=lambda item: (item[0] == item[1], -item[2], item[0], item[1]))
+        listing = Table("gold", "predicted", "count", title="task areas: confusions first")
+        for gold_area, predicted, count in pairs:
+            listing.add_row(gold_area, predicted, str(count))
+        console.print(listing)
+    elif labels:
+        confusion = Table(title="task areas: gold (rows) × predicted (columns)")
+        confusion.add_column("gold \\ predicted")
+        for label in labels:
+            confusion.add_column(label, justify="right")
+        for gold_area in labels:
+            cells = area["confusion"][gold_area]
+            confusion.add_row(gold_area, *(str(cells[p] or "·") for p in labels))
+        console.print(confusion)
+
+
+def print_compare(report: dict[str, Any], limit: int) -> None:
+    """Print a comparison: both sides, totals, verdicts against gold, changed rows."""
+    console = Console()
+    totals = report["totals"]
+    console.print(f"A: {report['a_file']} — {report['a']}", highlight=False, markup=False)
+    console.print(f"B: {report['b_file']} — {report['b']}", highlight=False, markup=False)
+    table = Table(show_header=False, title="totals")
+    table.add_row("rows compared", str(totals["compared"]))
+    table.add_row("only in A / only in B", f"{totals['only_a']} / {totals['only_b']}")
+    table.add_row("task area changed", str(totals["area_changed"]))
+    table.add_row("tags changed", str(totals["tags_changed"]))
+    table.add_row("summary changed", str(totals["summary_changed"]))
+    console.print(table)
+    if "verdicts" in report:
+        verdicts = Table("metric", "A", "B", "winner", title="against gold")
+        for item in report["verdicts"]:
+            show = _METRIC_FORMAT.get(item["metric"].split(".")[0], _pct)
+            verdicts.add_row(item["label"], show(item["a"]), show(item["b"]), item["winner"])
+        console.print(verdicts)
+    changed = [
+        r
+        for r in report["rows"]
+        if r["area_changed"] or r["summary_changed"] or r["tags_added"] or r["tags_removed"]
+    ]
+    if not changed or limit <= 0:
+        return
+    rows = Table("id", "area A → B", "tags -removed +added", "summary", title="changed rows")
+    for row in changed[:limit]:
+        area = f"{row['area_a']} → {row['area_b']}" if row["area_changed"] else "="
+        tags = " ".join(
+            [*(f"-{t}" for t in row["tags_removed"]), *(f"+{t}" for t in row["tags_added"])]
+        )
+        rows.add_row(row["id"], area, tags or "=", "changed" if row["summary_changed"] else "=")
+    console.print(rows)
+    if len(changed) > limit:
+        console.print(f"… {len(changed) - limit} more changed rows (use --limit or -o)")
+
+
+def _count(value: float | None) -> str:
+    return "n/a" if value is None else str(int(value))
+
+
+_METRIC_FORMAT = {"coverage": _count, "method_tags": _num}
+
+
+def print_tags(report: dict[str, Any], top: int) -> None:
+    """Print tag frequencies and near-duplicate clusters."""
+    console = Console()
+    title = f"{report['distinct']} distinct tags over {report['rows']} ok rows"
+    frequent = Table("tag", "count", title=title)
+    for item in report["frequencies"][:top]:
+        frequent.add_row(item["tag"], str(item["count"]))
+    console.print(frequent)
+    clusters = Table("canonical", "variants (count → mapped to)", "state", title="near-duplicates")
+    for cluster in report["clusters"]:
+        variants = ", ".join(
+            f"{v['tag']} ({v['count']}{' → ' + v['maps_to'] if v['maps_to'] else ''})"
+            for v in cluster["variants"]
+        )
+        clusters.add_row(
+            cluster["canonical"], variants, "mapped" if cluster["mapped"] else "unmapped"
+        )
+    console.print(clusters)
+    if any(not c["mapped"] for c in report["clusters"]):
+        console.print("add mappings with: tagger tags RUN.jsonl --suggest", highlight=False)
