@@ -149,6 +149,8 @@ class LLMClient:
         self.gate = gate
         self.requests = 0
         self.retries = 0
+        self.answered = 0  # HTTP responses of any status: proof the server is reachable
+        self._unreachable_items = 0
         self._secret = config.api_key.get_secret_value() if config.api_key else None
         if config.http is HttpBackend.AIOHTTP and importlib.util.find_spec("aiohttp") is None:
             raise ConfigError("--http aiohttp needs the extra: pip install 'tagger[aiohttp]'")
@@ -210,7 +212,7 @@ class LLMClient:
         except openai.APIStatusError as exc:
             raise self._classify(exc, mode) from None
         except openai.APIConnectionError as exc:
-            raise RequestFailed(describe(exc)) from None
+            raise self._unreachable(exc) from None
         raise AssertionError("unreachable: tenacity either returns or raises")
 
     def _count_retry(self, _state: RetryCallState) -> None:
@@ -238,12 +240,14 @@ class LLMClient:
                     **params,
                     **extra,
                 )
+                self.answered += 1
                 self.gate.observe(raw.headers)
                 completion = raw.parse()
                 usage = completion.usage
                 if usage is not None:
                     prompt_tokens, completion_tokens = usage.prompt_tokens, usage.completion_tokens
             except openai.APIStatusError as exc:
+                self.answered += 1
                 self.gate.observe(exc.response.headers)
                 raise
             finally:
@@ -255,6 +259,21 @@ class LLMClient:
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
         )
+
+    def _unreachable(self, exc: openai.APIConnectionError) -> Exception:
+        """A connection failure that used up an item's attempts; fatal if nothing ever answered."""
+        import openai
+
+        if self.answered == 0 and not isinstance(exc, openai.APITimeoutError):
+            self._unreachable_items += 1
+            # Two items in a row that never reached the server: stop rather than try 10k more.
+            if self._unreachable_items >= 2:
+                where = public_url(self.config.effective_base_url)
+                return FatalAPIError(
+                    f"cannot connect to {where}: is the server running and the network up? "
+                    "check --base-url / OPENAI_BASE_URL"
+                )
+        return RequestFailed(describe(exc))
 
     def _classify(self, exc: openai.APIStatusError, mode: Mode) -> Exception:
         """Turn a final HTTP error into the exception the caller acts on."""
