@@ -12,14 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from tagger.errors import InputError
+from tagger.textlines import os_reason, read_lines
 
 SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".csv")
 _USE = "use .txt, .jsonl or .csv"
-_BINARY = "binary file, not text: give a .txt, .jsonl or .csv file"
 _ONE_OBJECT = 'write one {"abstract": "..."} object per line'
 _MAX_HEADER_CHARS = 200
-_SNIFF_BYTES = 8192
-_BOM = b"\xef\xbb\xbf"
 # A year must not be part of a longer number ("12025") but may touch letters ("NeurIPS2025").
 _YEAR_RE = re.compile(r"(?<!\d)((?:19|20)\d{2})(?!\d)")
 _KNOWN = ("abstract", "id", "title", "venue", "year")
@@ -90,7 +88,7 @@ def _expand(path: Path) -> list[Path]:
         try:
             entries = sorted(path.iterdir(), key=lambda p: p.name)
         except OSError as exc:
-            raise InputError(path, None, f"cannot list directory: {_reason(exc)}") from exc
+            raise InputError(path, None, f"cannot list directory: {os_reason(exc)}") from exc
         # Hidden files are editor/OS droppings (.DS_Store, .~lock.x.csv#), never inputs.
         wanted = (p for p in entries if not p.name.startswith("."))
         files = [p for p in wanted if p.suffix.lower() in SUPPORTED_SUFFIXES and p.is_file()]
@@ -149,55 +147,11 @@ def _read_file(path: Path) -> Iterator[Abstract]:
         raise InputError(path, None, f"no abstracts found: {hint}")
 
 
-def _reason(exc: OSError) -> str:
-    """Describe an OS error briefly, without repeating the path."""
-    if isinstance(exc, PermissionError):
-        return "permission denied: check the file's permissions"
-    return exc.strerror or type(exc).__name__
-
-
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Yield (1-based line number, decoded line with its ending), checking encoding."""
-    try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed by the with below
-    except OSError as exc:
-        raise InputError(path, None, f"cannot read file: {_reason(exc)}") from exc
-    with handle:
-        try:
-            head = handle.read(_SNIFF_BYTES)
-            handle.seek(0)
-        except OSError as exc:
-            raise InputError(path, None, f"cannot read file: {_reason(exc)}") from exc
-        # Excel's "Unicode text" is UTF-16; say so rather than calling it binary.
-        if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-            raise InputError(path, 1, "UTF-16 text, not UTF-8: re-save the file as UTF-8")
-        # Check for NUL before decoding: a binary file would otherwise surface as a decode error.
-        if b"\x00" in head:
-            line = head[: head.index(b"\x00")].count(b"\n") + 1
-            raise InputError(path, line, _BINARY)
-        offset = 0
-        for number, raw in enumerate(handle, start=1):
-            chunk = raw[len(_BOM) :] if number == 1 and raw.startswith(_BOM) else raw
-            if b"\x00" in chunk:
-                raise InputError(path, number, _BINARY)
-            try:
-                text = chunk.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                where = offset + (len(raw) - len(chunk)) + exc.start
-                raise InputError(
-                    path,
-                    number,
-                    f"not valid UTF-8 (byte offset {where}): re-save the file as UTF-8",
-                ) from exc
-            offset += len(raw)
-            yield number, text
-
-
 def _blocks(path: Path) -> Iterator[tuple[int, list[str]]]:
     """Yield (start line, stripped lines) for each run of non-blank lines."""
     block: list[str] = []
     start = 0
-    for number, text in _lines(path):
+    for number, text in read_lines(path):
         stripped = text.strip()
         if stripped:
             if not block:
@@ -241,7 +195,7 @@ def _seed(path: Path, line: int, lines: list[str], venue: str | None, year: int 
 
 def _read_jsonl(path: Path) -> Iterator[Abstract]:
     """Yield one record per non-blank JSON line."""
-    for number, text in _lines(path):
+    for number, text in read_lines(path):
         if not text.strip():
             continue
         try:
@@ -257,7 +211,7 @@ def _read_jsonl(path: Path) -> Iterator[Abstract]:
 
 def _read_csv(path: Path) -> Iterator[Abstract]:
     """Yield one record per CSV row, keyed by case-insensitive column names."""
-    lines = _lines(path)
+    lines = read_lines(path)
     reader = csv.reader((text for _, text in lines), strict=True)
     columns: list[str] | None = None
     while True:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tagger import inputs
+from tagger import textlines
 from tagger.errors import InputError, UsageError
 from tagger.inputs import (
     SUPPORTED_SUFFIXES,
@@ -319,7 +319,7 @@ def test_unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     def denied(*args: object, **kwargs: object) -> Any:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(inputs, "open", denied, raising=False)
+    monkeypatch.setattr(textlines, "open", denied, raising=False)
     raises_at(path, None, "permission denied")
 
 
