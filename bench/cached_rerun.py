@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import fake_server, run_tagger, server_stats, write_abstracts
+from common import fake_server, run_args, run_tagger, server_stats, write_abstracts
 
 
 def main() -> int:
@@ -25,20 +25,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp, fake_server() as (proc, url):
         source = write_abstracts(Path(tmp) / "in.jsonl", args.items)
         out = Path(tmp) / "out.jsonl"
-        command = [
-            "run",
-            str(source),
-            "-o",
-            str(out),
-            "--base-url",
-            url,
-            "--api-key",
-            "sk-bench",
-            "--cache-dir",
-            str(Path(tmp) / "cache"),
-            "--concurrency",
-            "64",
-        ]
+        command = run_args(
+            source, out, url, "--cache-dir", str(Path(tmp) / "cache"), "--concurrency", "64"
+        )
         first, _, code = run_tagger(command)
         print(f"first run (fills the cache): {first:.2f} s, exit {code}")
         requests_before = server_stats_count(url)

@@ -65,6 +65,11 @@ def server_stats(proc: subprocess.Popen[str]) -> dict[str, object]:
     return json.loads(lines[-1]) if lines else {}
 
 
+def run_args(source: Path, out: Path, url: str, *extra: str) -> list[str]:
+    """`tagger run` arguments for a benchmark against the fake server."""
+    return ["run", str(source), "-o", str(out), "--base-url", url, "--api-key", "sk-bench", *extra]
+
+
 def run_tagger(args: list[str]) -> tuple[float, float, int]:
     """Run `tagger` in a child process: (wall seconds, peak RSS MB of children, exit code)."""
     started = time.perf_counter()

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import fake_server, run_tagger, write_abstracts
+from common import fake_server, run_args, run_tagger, write_abstracts
 
 
 def main() -> int:
@@ -28,20 +28,15 @@ def main() -> int:
         with fake_server() as (_proc, url):
             out = Path(tmp) / "out.jsonl"
             wall, peak_mb, code = run_tagger(
-                [
-                    "run",
-                    str(source),
-                    "-o",
-                    str(out),
-                    "--base-url",
+                run_args(
+                    source,
+                    out,
                     url,
-                    "--api-key",
-                    "sk-bench",
                     "--cache-dir",
                     str(Path(tmp) / "cache"),
                     "--concurrency",
                     str(args.concurrency),
-                ]
+                )
             )
         manifest = json.loads(out.with_name("out.manifest.json").read_text())
         print(f"baseline `tagger --version`: peak RSS {baseline_mb:.0f} MB")

@@ -16,7 +16,7 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from common import fake_server, run_tagger, write_abstracts
+from common import fake_server, run_args, run_tagger, write_abstracts
 
 
 def stats(url: str) -> dict[str, object]:
@@ -33,19 +33,7 @@ def one_run(label: str, rpm: int | None, args: argparse.Namespace, tmp: Path) ->
     ) as (_proc, url):
         source = write_abstracts(tmp / f"in-{label}.jsonl", args.items, seed=len(label))
         out = tmp / f"out-{label}.jsonl"
-        command = [
-            "run",
-            str(source),
-            "-o",
-            str(out),
-            "--base-url",
-            url,
-            "--api-key",
-            "sk-bench",
-            "--no-cache",
-            "--concurrency",
-            "64",
-        ]
+        command = run_args(source, out, url, "--no-cache", "--concurrency", "64")
         if rpm is not None:
             command += ["--rpm", str(rpm)]
         wall, _, code = run_tagger(command)
