@@ -93,7 +93,7 @@ class _BarProgress:
         self._failed = 0
 
     def advance(self, row: dict[str, Any]) -> None:
-        self._failed += row["status"] != "ok"
+        self._failed += row["status"] != "ok" and not str(row["error"]).startswith("not run")
         self._progress.update(self._task, advance=1, failed=self._failed)
 
 

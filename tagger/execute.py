@@ -251,6 +251,7 @@ def summarise(stats: RunStats) -> Sequence[tuple[str, str]]:
         ("items", str(stats.items)),
         ("ok", str(stats.ok)),
         ("failed", str(stats.failed)),
+        ("not run", str(stats.not_run)),
         ("cached", str(stats.cached)),
         ("requests", str(stats.requests)),
         ("retries", str(stats.retries)),

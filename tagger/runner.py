@@ -19,7 +19,8 @@ from tagger.pricing import PriceTable
 from tagger.ratelimit import SendingStopped
 from tagger.tagging import ItemTagger, Outcome
 
-NOT_RUN = "not run: {reason}; rerun the same command to finish"
+NOT_RUN_PREFIX = "not run: "
+NOT_RUN = NOT_RUN_PREFIX + "{reason}; rerun the same command to finish"
 
 
 class ProgressSink(Protocol):
@@ -36,6 +37,7 @@ class RunStats:
     items: int = 0
     ok: int = 0
     failed: int = 0
+    not_run: int = 0  # rows written without an answer because the run stopped (not failures)
     cached: int = 0
     requests: int = 0
     retries: int = 0
@@ -203,7 +205,11 @@ class BatchRunner:
         stats = self.stats
         stats.items += 1
         stats.ok += outcome.answer is not None
-        stats.failed += outcome.answer is None
+        if outcome.answer is None:
+            if (outcome.error or "").startswith(NOT_RUN_PREFIX):
+                stats.not_run += 1
+            else:
+                stats.failed += 1
         stats.cached += item.cached
         self.progress.advance(row)
 

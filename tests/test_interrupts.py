@@ -165,6 +165,8 @@ def test_ctrl_c_stops_sending_writes_every_row_and_resumes(tmp_path: Path, llm: 
     assert manifest["status"] == "interrupted"
     assert manifest["interrupted"] is True
     assert manifest["ok"] == len(ok)
+    # Rows the stop left unanswered are "not run", not failures.
+    assert (manifest["not_run"], manifest["failed"]) == (len(rows) - len(ok), 0)
 
     # The same command again finishes the rest, asking only about what was not done.
     llm.latency = 0.005
