@@ -103,11 +103,11 @@ async def run_job(
 ) -> RunStats:
     """Tag every abstract of the scan and write output and manifest; returns the stats."""
     plan = RunPlan.load(config)
-    cache = open_cache(config)
     gate = SendGate(
         config.client.rpm, config.client.tpm, config.concurrency, _guard(config, prices)
     )
     client = LLMClient(config.client, gate)
+    cache = open_cache(config)
     tagger = ItemTagger(
         client=client,
         prompt=plan.prompt,

@@ -57,7 +57,6 @@ class RunStats:
 @dataclass
 class _Pending:
     abstract: Abstract
-    key: str
     outcome: Outcome | asyncio.Future[Outcome]
     cached: bool
     shared: bool = False  # a repeat of an abstract already in flight: its tokens count once
@@ -101,7 +100,9 @@ class BatchRunner:
     async def run(self, abstracts: Iterator[Abstract]) -> RunStats:
         """Tag all abstracts; returns the stats (raises FatalAPIError after writing rows)."""
         started = time.monotonic()
-        window = max(256, self.config.concurrency * 8)
+        # Rows wait here until every earlier row is written. Wide, so that one slow abstract
+        # (a hang, a long retry) does not stall the others; each waiting row costs ~2 KB.
+        window = max(1024, self.config.concurrency * 16)
         pending: deque[_Pending] = deque()
         try:
             for abstract in abstracts:
@@ -125,17 +126,17 @@ class BatchRunner:
         key = self.plan.item_key(abstract)
         cached = self._cached(abstract.id, key)
         if cached is not None:
-            return _Pending(abstract, key, cached, cached=True)
+            return _Pending(abstract, cached, cached=True)
         shared = self._inflight.get(abstract.id)
         if shared is not None:  # the same abstract earlier in the input: send it once
-            return _Pending(abstract, key, shared, cached=False, shared=True)
+            return _Pending(abstract, shared, cached=False, shared=True)
         if self.stop_reason is not None:
             reason = NOT_RUN.format(reason=self.stop_reason)
-            return _Pending(abstract, key, Outcome(error=reason), cached=False)
+            return _Pending(abstract, Outcome(error=reason), cached=False)
         task = asyncio.ensure_future(self._tag_and_store(abstract, key))
         task.add_done_callback(self._on_done)
         self._inflight[abstract.id] = task
-        return _Pending(abstract, key, task, cached=False)
+        return _Pending(abstract, task, cached=False)
 
     def _cached(self, item_id: str, key: str) -> Outcome | None:
         if self.cache is None or (self.config.refresh and item_id not in self._refreshed):
