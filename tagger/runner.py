@@ -106,6 +106,8 @@ class BatchRunner:
         pending: deque[_Pending] = deque()
         try:
             for abstract in abstracts:
+                if abstract.index % 256 == 0:
+                    await asyncio.sleep(0)  # cached stretches never await: let Ctrl-C in
                 pending.append(self._start(abstract))
                 while pending and _is_ready(pending[0]):
                     self._write(pending.popleft())

@@ -19,6 +19,8 @@ from tagger.schema import format_instructions, format_validation_error
 from tagger.taxonomy import Taxonomy
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+# Reasoning models served locally (DeepSeek-R1, QwQ on Ollama/vLLM) think aloud before answering.
+_THINKING = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
 REPAIR_REQUEST = (
     "Your previous reply could not be used: {problems}\n"
     "Reply again with only the corrected JSON object."
@@ -31,7 +33,7 @@ class InvalidAnswer(ValueError):
 
 def extract_json(content: str) -> dict[str, Any]:
     """The JSON object in a reply: bare, in a fenced block, or embedded in prose."""
-    text = content.strip()
+    text = _THINKING.sub("", content).strip()
     candidates = [text, *(block.strip() for block in _FENCE.findall(text))]
     for candidate in candidates:
         try:
