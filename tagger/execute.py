@@ -256,7 +256,11 @@ def summarise(stats: RunStats) -> Sequence[tuple[str, str]]:
         ("requests", str(stats.requests)),
         ("retries", str(stats.retries)),
         ("repairs", str(stats.repairs)),
-        ("tokens", f"{stats.prompt_tokens} in / {stats.completion_tokens} out"),
+        (
+            "tokens",
+            f"{stats.prompt_tokens} in ({stats.cached_input_tokens} cached) / "
+            f"{stats.completion_tokens} out",
+        ),
         ("estimated cost", cost),
         ("mode", stats.mode or "-"),
         ("time", f"{stats.duration:.1f} s"),

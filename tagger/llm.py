@@ -35,6 +35,7 @@ class Reply:
     finish_reason: str | None
     prompt_tokens: int
     completion_tokens: int
+    cached_input_tokens: int = 0  # the part of prompt_tokens the server's prompt cache served
 
 
 class RequestFailed(Exception):
@@ -232,7 +233,7 @@ class LLMClient:
         extra: dict[str, Any] = {"response_format": fmt} if fmt else {}
         async with self.gate.slot(estimated_tokens):
             self.requests += 1
-            prompt_tokens = completion_tokens = 0
+            prompt_tokens = completion_tokens = cached_input = 0
             try:
                 raw = await self._client().chat.completions.with_raw_response.create(
                     model=self.config.model,
@@ -246,6 +247,8 @@ class LLMClient:
                 usage = completion.usage
                 if usage is not None:
                     prompt_tokens, completion_tokens = usage.prompt_tokens, usage.completion_tokens
+                    details = usage.prompt_tokens_details
+                    cached_input = (details.cached_tokens or 0) if details else 0
             except openai.APIStatusError as exc:
                 self.answered += 1
                 self.gate.observe(exc.response.headers)
@@ -258,6 +261,7 @@ class LLMClient:
             finish_reason=choice.finish_reason if choice else None,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
+            cached_input_tokens=cached_input,
         )
 
     def _unreachable(self, exc: openai.APIConnectionError) -> Exception:

@@ -14,7 +14,7 @@ ROW_FIELDS = (
     "id", "source", "index", "line", "venue", "year", "title", "abstract",
     "summary", "task_area", "method_tags", "status", "error",
     "model", "prompt", "prompt_version", "prompt_hash", "taxonomy_version", "synonyms_version",
-    "mode", "cached", "prompt_tokens", "completion_tokens",
+    "mode", "cached", "prompt_tokens", "completion_tokens", "cached_input_tokens",
 )  # fmt: skip
 
 
@@ -28,6 +28,7 @@ def build_row(
     mode: str | None,
     prompt_tokens: int,
     completion_tokens: int,
+    cached_input_tokens: int = 0,
 ) -> dict[str, Any]:
     """One output record, fields in ROW_FIELDS order, input's extra fields after them."""
     answer = answer or {}
@@ -50,6 +51,7 @@ def build_row(
         "cached": cached,
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
+        "cached_input_tokens": cached_input_tokens,
     }
     for key, value in abstract.extra.items():
         row[key if key not in row else f"input_{key}"] = value

@@ -13,16 +13,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tagger.errors import ConfigError
 
-# US dollars per million tokens (input, output), list prices late 2026; override with --prices.
-DEFAULT_PRICES: dict[str, tuple[float, float]] = {
-    "gpt-4o-mini": (0.15, 0.60),
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4.1": (2.00, 8.00),
-    "gpt-4.1-mini": (0.40, 1.60),
-    "gpt-4.1-nano": (0.10, 0.40),
-    "gpt-5": (1.25, 10.00),
-    "gpt-5-mini": (0.25, 2.00),
-    "gpt-5-nano": (0.05, 0.40),
+# US dollars per million tokens (input, cached input, output), list prices; override with
+# --prices. "Cached input" is the provider's discount for a prompt prefix it has seen recently:
+# tagger's prompts put the long fixed part first, so most input tokens get it.
+DEFAULT_PRICES: dict[str, tuple[float, float, float]] = {
+    "gpt-4o-mini": (0.15, 0.075, 0.60),
+    "gpt-4o": (2.50, 1.25, 10.00),
+    "gpt-4.1": (2.00, 0.50, 8.00),
+    "gpt-4.1-mini": (0.40, 0.10, 1.60),
+    "gpt-4.1-nano": (0.10, 0.025, 0.40),
+    "gpt-5": (1.25, 0.125, 10.00),
+    "gpt-5-mini": (0.25, 0.025, 2.00),
+    "gpt-5-nano": (0.05, 0.005, 0.40),
 }
 # Characters per token for English-like text; CJK characters count about one token each.
 CHARS_PER_TOKEN = 4.0
@@ -32,12 +34,13 @@ _WIDE_CHARS = re.compile("[\u2e80-\U0010ffff]")
 
 
 class Price(BaseModel):
-    """Dollars per million input and output tokens."""
+    """Dollars per million input, cached input and output tokens."""
 
     model_config = ConfigDict(frozen=True)
 
     input: float = Field(ge=0)
     output: float = Field(ge=0)
+    cached_input: float | None = Field(None, ge=0)  # None: no discount, priced as input
 
 
 def count_text_tokens(text: str) -> int:
@@ -58,7 +61,10 @@ class PriceTable:
     """Per-model prices: built-in defaults plus the user's overrides."""
 
     def __init__(self, overrides: Mapping[str, Price] | None = None) -> None:
-        self._prices = {name: Price(input=i, output=o) for name, (i, o) in DEFAULT_PRICES.items()}
+        self._prices = {
+            name: Price(input=i, cached_input=c, output=o)
+            for name, (i, c, o) in DEFAULT_PRICES.items()
+        }
         self._prices.update(overrides or {})
 
     @classmethod
@@ -88,9 +94,14 @@ class PriceTable:
         )
         return self._prices[family] if family else None
 
-    def cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
-        """Dollars for the tokens, or None when the model's price is unknown."""
+    def cost(
+        self, model: str, prompt_tokens: int, completion_tokens: int, cached_input_tokens: int = 0
+    ) -> float | None:
+        """Dollars for the tokens (cached input is part of prompt_tokens); None if unknown."""
         price = self.price(model)
         if price is None:
             return None
-        return (prompt_tokens * price.input + completion_tokens * price.output) / 1_000_000
+        cached = min(cached_input_tokens, prompt_tokens)
+        cached_price = price.input if price.cached_input is None else price.cached_input
+        dollars = (prompt_tokens - cached) * price.input + cached * cached_price
+        return (dollars + completion_tokens * price.output) / 1_000_000

@@ -44,6 +44,7 @@ class RunStats:
     repairs: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_input_tokens: int = 0
     cost: float | None = 0.0
     duration: float = 0.0
     mode: str | None = None
@@ -150,6 +151,7 @@ class BatchRunner:
             answer=entry["answer"],
             prompt_tokens=int(entry.get("prompt_tokens", 0)),
             completion_tokens=int(entry.get("completion_tokens", 0)),
+            cached_input_tokens=int(entry.get("cached_input_tokens", 0)),
             mode=entry.get("mode"),
         )
 
@@ -158,6 +160,7 @@ class BatchRunner:
         # Spend is counted on completion, not when the row is written, so budgets see it early.
         self.stats.prompt_tokens += outcome.prompt_tokens
         self.stats.completion_tokens += outcome.completion_tokens
+        self.stats.cached_input_tokens += outcome.cached_input_tokens
         self.stats.repairs += outcome.repairs
         if outcome.answer is not None and self.cache is not None:
             # Committed the moment it is validated: a crash later never costs this request again.
@@ -167,6 +170,7 @@ class BatchRunner:
                     "answer": outcome.answer,
                     "prompt_tokens": outcome.prompt_tokens,
                     "completion_tokens": outcome.completion_tokens,
+                    "cached_input_tokens": outcome.cached_input_tokens,
                     "mode": outcome.mode,
                 },
             )
@@ -187,7 +191,10 @@ class BatchRunner:
 
     def _cost(self) -> float | None:
         return self.prices.cost(
-            self.config.client.model, self.stats.prompt_tokens, self.stats.completion_tokens
+            self.config.client.model,
+            self.stats.prompt_tokens,
+            self.stats.completion_tokens,
+            self.stats.cached_input_tokens,
         )
 
     def _write(self, item: _Pending) -> None:
@@ -203,6 +210,7 @@ class BatchRunner:
             mode=outcome.mode,
             prompt_tokens=0 if item.shared else outcome.prompt_tokens,
             completion_tokens=0 if item.shared else outcome.completion_tokens,
+            cached_input_tokens=0 if item.shared else outcome.cached_input_tokens,
         )
         self.writer.write(row)
         stats = self.stats

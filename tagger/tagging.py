@@ -61,6 +61,7 @@ class Outcome:
     error: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_input_tokens: int = 0
     requests: int = 0
     repairs: int = 0
     mode: Mode | None = None
@@ -162,6 +163,7 @@ class ItemTagger:
             outcome.mode = mode
             outcome.prompt_tokens += reply.prompt_tokens
             outcome.completion_tokens += reply.completion_tokens
+            outcome.cached_input_tokens += reply.cached_input_tokens
             if reply.finish_reason == "length":
                 limit = params.get("max_tokens")
                 if length_retries > 0 and budget.remaining > 0 and isinstance(limit, int):

@@ -161,6 +161,7 @@ class FakeLLM:
         self.retry_after = 1.0
         self.hang_seconds = 30.0
         self.keep_bodies = True  # False: record requests without their JSON bodies
+        self.cached_prefix_tokens = 0  # reported as usage.prompt_tokens_details.cached_tokens
         self.max_in_flight = 0
         self._in_flight = 0
         self._rng = random.Random(seed)
@@ -477,7 +478,9 @@ class FakeLLM:
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
                          "finish_reason": finish, "logprobs": None}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
+                      "total_tokens": prompt_tokens + completion_tokens,
+                      "prompt_tokens_details": {
+                          "cached_tokens": min(prompt_tokens, self.cached_prefix_tokens)}},
         }, rl_headers  # fmt: skip
 
 

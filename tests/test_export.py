@@ -45,6 +45,7 @@ def make_row(index: int, **answer: Any) -> dict[str, Any]:
         "cached": False,
         "prompt_tokens": 100,
         "completion_tokens": 20,
+        "cached_input_tokens": 0,
     }
     row.update(answer)
     assert tuple(row) == ROW_FIELDS
