@@ -135,14 +135,16 @@ def _template(user: str, empty: frozenset[str]) -> tuple[str, ...]:
 
 
 def default_prompts_dir() -> Path:
-    """$TAGGER_PROMPTS_DIR, else ./prompts, else the prompts/ shipped next to the package."""
+    """$TAGGER_PROMPTS_DIR, else ./prompts, else the checkout's or the installed copy."""
     env = os.environ.get("TAGGER_PROMPTS_DIR", "").strip()
     if env:
         return Path(env).expanduser()
     local = Path.cwd() / "prompts"
     if local.is_dir():
         return local
-    return Path(__file__).resolve().parent.parent / "prompts"
+    package = Path(__file__).resolve().parent
+    checkout = package.parent / "prompts"  # an editable install of a clone
+    return checkout if checkout.is_dir() else package / "bundled_prompts"  # a wheel
 
 
 def _check_dir(prompts_dir: Path) -> None:
