@@ -29,12 +29,8 @@ from tagger.execute import run_job
 from tagger.inputs import InputScan, iter_abstracts, scan
 from tagger.plan import RunPlan
 from tagger.pricing import PriceTable
+from tagger.progress import SilentProgress
 from tagger.tagging import render_messages
-
-
-class _NoProgress:
-    def advance(self, row: dict[str, Any]) -> None:
-        pass
 
 
 async def bare_loop(
@@ -106,7 +102,7 @@ def main() -> int:
         def tagger(name: str, inputs: InputScan = scanned) -> Callable[[], None]:
             out = Path(tmp) / f"out-{name}.jsonl"
             return lambda: asyncio.run(
-                run_job(config(name), inputs, out, _NoProgress(), PriceTable())
+                run_job(config(name), inputs, out, SilentProgress(), PriceTable())
             )
 
         print(

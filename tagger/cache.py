@@ -1,29 +1,44 @@
-"""The answer cache: diskcache holding plain JSON strings, never pickles."""
+"""The answer cache: diskcache holding plain JSON strings, never pickles, never side files."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import diskcache
 
+from tagger.errors import CacheError, CacheWriteError
+
 _MODE_RAW = 1  # diskcache's storage mode for str/bytes/int values kept in SQLite as-is
+# The Settings rows diskcache itself writes. Anything else in that table was planted: diskcache
+# would setattr() it on the cache (e.g. `_directory`, moving the database anywhere) or run it as
+# a PRAGMA (e.g. `temp_store_directory`), so it is ignored.
+_KNOWN_SETTINGS = frozenset(diskcache.DEFAULT_SETTINGS) | frozenset(diskcache.core.METADATA)
+_PRAGMA_VALUE = re.compile(r"-?\d+|[A-Za-z]+")
 
 
 class JsonOnlyDisk(diskcache.Disk):  # type: ignore[misc]
-    """A diskcache Disk that stores and returns only raw strings.
+    """A diskcache Disk that keeps raw strings inline in SQLite and touches no other file.
 
-    A cache directory is a file others can write to; diskcache unpickles what it reads back,
-    so a crafted entry would run code. This disk refuses any entry that is not raw.
+    A cache directory is a file others can write to. diskcache unpickles what it reads back
+    (a crafted entry would run code) and deletes the file a row's `filename` names when the
+    entry is overwritten or cleared (a crafted row would delete any file). This disk refuses
+    anything but inline strings and deletes nothing.
     """
 
+    def __init__(self, directory: str, **settings: Any) -> None:
+        """Ignore the disk_* settings (read from the database): nothing here depends on them."""
+        super().__init__(directory)
+
     def store(self, value: Any, read: bool, key: Any = diskcache.core.UNKNOWN) -> Any:
-        """Store a str value inline in SQLite."""
-        if not isinstance(value, str):
+        """Keep a str value inline in SQLite, whatever its size."""
+        if not isinstance(value, str) or read:
             raise TypeError("the tagger cache stores JSON strings only")
-        return super().store(value, read, key=key)
+        return 0, _MODE_RAW, None, value
 
     def get(self, key: Any, raw: bool) -> Any:
         """Return a stored key, refusing pickled keys."""
@@ -36,6 +51,22 @@ class JsonOnlyDisk(diskcache.Disk):  # type: ignore[misc]
         if mode != _MODE_RAW or filename is not None or not isinstance(value, str):
             raise ValueError("refusing a cache entry that is not a plain JSON string")
         return value
+
+    def remove(self, file_path: str) -> None:
+        """Delete nothing: values never live in side files, so a filename can only be planted."""
+
+
+class _GuardedCache(diskcache.Cache):  # type: ignore[misc]
+    """diskcache.Cache that ignores Settings rows diskcache did not write itself."""
+
+    def reset(self, key: str, value: Any = diskcache.core.ENOVAL, update: bool = True) -> Any:
+        """Apply a known setting; ignore unknown keys and PRAGMA values that are not plain."""
+        if key not in _KNOWN_SETTINGS:
+            return value
+        plain = value is diskcache.core.ENOVAL or _PRAGMA_VALUE.fullmatch(str(value))
+        if key.startswith("sqlite_") and not plain:
+            return value
+        return super().reset(key, value, update)
 
 
 def canonical_json(value: Any) -> str:
@@ -50,20 +81,52 @@ def cache_key(run_part: str, text: str, title: str | None) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        return exc.strerror or type(exc).__name__
+    if isinstance(exc, diskcache.Timeout):
+        return "database is locked by another process"
+    return str(exc) or type(exc).__name__
+
+
+_FAILURES = (sqlite3.Error, OSError, diskcache.Timeout)
+_FIX = "fix or remove it, or pass another --cache-dir"
+
+
 class AnswerCache:
     """Validated answers on disk, keyed by cache_key(); eviction off."""
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self._cache = diskcache.Cache(
-            str(directory),
-            disk=JsonOnlyDisk,
-            eviction_policy="none",  # never drop paid answers silently (default caps at 1 GB)
-            size_limit=2**62,
-            disk_min_file_size=2**30,  # keep every value inline in SQLite, no side files
-            statistics=False,
-            cull_limit=0,  # nothing expires or is evicted: skip the per-write cull queries
-        )
+    def __init__(self, directory: Path | str) -> None:
+        """Open (creating if missing) the cache; CacheError if it cannot be read and written."""
+        if not str(directory).strip():
+            raise CacheError("--cache-dir is empty: name a directory")
+        directory = self.directory = Path(directory)
+        if directory.exists() and not directory.is_dir():
+            raise CacheError(f"cache directory {directory} is a file: {_FIX}")
+        try:
+            self._cache = _GuardedCache(
+                str(directory),
+                disk=JsonOnlyDisk,
+                eviction_policy="none",  # never drop paid answers silently (default caps at 1 GB)
+                size_limit=2**62,
+                statistics=False,
+                tag_index=False,
+                cull_limit=0,  # nothing expires or is evicted: skip the per-write cull queries
+            )
+            # Opening writes the settings, so a read-only cache has failed by now; a count
+            # read proves the Cache table is usable.
+            len(self._cache)
+        except (*_FAILURES, TypeError, ValueError) as exc:
+            raise CacheError(
+                f"cannot use the cache in {directory}: {_reason(exc)}: {_FIX}"
+            ) from exc
+
+    @classmethod
+    def open_existing(cls, directory: Path | str) -> AnswerCache | None:
+        """The cache if its directory exists, else None (a look must not create one)."""
+        if str(directory).strip() and not Path(directory).exists():
+            return None
+        return cls(directory)
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The cached entry, or None; an unreadable entry counts as a miss."""
@@ -71,6 +134,8 @@ class AnswerCache:
             raw = self._cache.get(key)
         except ValueError:
             return None
+        except _FAILURES as exc:
+            raise CacheError(f"cannot read the cache in {self.directory}: {_reason(exc)}") from exc
         if not isinstance(raw, str):
             return None
         try:
@@ -80,21 +145,53 @@ class AnswerCache:
         return value if isinstance(value, dict) else None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
-        """Commit one entry (SQLite commits before this returns)."""
-        self._cache.set(key, json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+        """Commit one entry (SQLite commits before this returns); CacheWriteError if it cannot."""
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        try:
+            self._cache.set(key, text)
+        except _FAILURES as exc:
+            raise CacheWriteError(
+                f"cannot write to the cache in {self.directory}: {_reason(exc)} "
+                "(free space or pass another --cache-dir)"
+            ) from exc
 
     def stats(self) -> dict[str, Any]:
         """Entry count, bytes on disk and location."""
-        return {
-            "directory": str(self.directory),
-            "entries": len(self._cache),
-            "bytes": int(self._cache.volume()),
-        }
+        try:
+            entries, size = len(self._cache), int(self._cache.volume())
+        except (*_FAILURES, TypeError, ValueError) as exc:
+            raise CacheError(f"cannot read the cache in {self.directory}: {_reason(exc)}") from exc
+        return {"directory": str(self.directory), "entries": entries, "bytes": size}
 
     def clear(self) -> int:
         """Remove every entry; return how many there were."""
-        return int(self._cache.clear())
+        try:
+            return int(self._cache.clear())
+        except _FAILURES as exc:
+            raise CacheError(f"cannot clear the cache in {self.directory}: {_reason(exc)}") from exc
 
     def close(self) -> None:
         """Close the SQLite connection."""
         self._cache.close()
+
+
+def cache_stats(directory: Path | str) -> dict[str, Any]:
+    """Stats of the cache in directory; a missing directory is an empty cache, not created."""
+    cache = AnswerCache.open_existing(directory)
+    if cache is None:
+        return {"directory": str(directory), "entries": 0, "bytes": 0}
+    try:
+        return cache.stats()
+    finally:
+        cache.close()
+
+
+def clear_cache(directory: Path | str) -> int:
+    """Remove every entry of the cache in directory; a missing directory holds none."""
+    cache = AnswerCache.open_existing(directory)
+    if cache is None:
+        return 0
+    try:
+        return cache.clear()
+    finally:
+        cache.close()

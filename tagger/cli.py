@@ -2,53 +2,61 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import traceback
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from dotenv import load_dotenv
-from pydantic import SecretStr, ValidationError
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from tagger import __version__
+from tagger.cli_models import register_models_command
+from tagger.cli_options import CacheDirOpt, PromptsDirOpt
 from tagger.cli_review import register_review_commands
-from tagger.config import DEFAULT_MODEL, ClientConfig, HttpBackend, Mode, RunConfig
+from tagger.cli_run import run
 from tagger.errors import TaggerError, UsageError
 from tagger.secrets import redact
 
-app = typer.Typer(help="Tag research-paper abstracts with an LLM.", no_args_is_help=True)
-cache_app = typer.Typer(help="Inspect or clear the answer cache.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+class _Tagger(typer.Typer):
+    """The app; a lone `--version` is answered before typer parses anything."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the command line."""
+        # typer converts every parsed value through pydantic: ~0.15 s of imports and set-up
+        # that `tagger --version` (run by scripts and benchmarks) does not need.
+        if sys.argv[1:] == ["--version"]:
+            print(__version__)
+            raise SystemExit(0)
+        return super().__call__(*args, **kwargs)
+
+
+# Plain help, not rich's: flags read as flags, and `--help` needs no rich import (start-up time).
+app = _Tagger(help="Tag research-paper abstracts with an LLM.", rich_markup_mode=None)
+cache_app = typer.Typer(help="Inspect or clear the answer cache.", rich_markup_mode=None)
+app.command()(run)
 app.add_typer(cache_app, name="cache")
 
 EXIT_INTERRUPTED = 130
-ModeChoice = Mode  # typer renders the enum's values as choices
-
-PathsArg = Annotated[
-    list[Path], typer.Argument(help="Abstract files (.txt, .jsonl, .csv) or directories of them.")
-]
-PromptsDirOpt = Annotated[
-    Path | None,
-    typer.Option("--prompts-dir", envvar="TAGGER_PROMPTS_DIR", help="Where prompts live."),
-]
-CacheDirOpt = Annotated[
-    Path, typer.Option("--cache-dir", envvar="TAGGER_CACHE_DIR", help="Answer cache directory.")
-]
+EXIT_BROKEN_PIPE = 141  # what a shell reports for a command killed by SIGPIPE
 
 
 def _stderr() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True)
 
 
 def _say(message: str) -> None:
     """One unwrapped line on stderr: logs and CI must see it whole."""
-    typer.echo(message, err=True)
+    from tagger.terminal import printable
+
+    typer.echo(printable(message), err=True)
 
 
 @contextmanager
@@ -58,198 +66,86 @@ def _errors(secret: str | None = None) -> Iterator[None]:
         yield
     except typer.Exit:
         raise
-    except TaggerError as exc:
+    except KeyboardInterrupt:
+        _say("Interrupted: nothing more was done")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except Exception as exc:
+        raise typer.Exit(_report(exc, secret)) from None
+
+
+def _report(exc: Exception, secret: str | None) -> int:
+    """Say what went wrong in one line, never a traceback; return the exit code."""
+    from pydantic import ValidationError
+
+    if is_broken_pipe(exc):
+        _close_stdout()
+        _say("Stopped: the output pipe was closed before every row was written")
+        return EXIT_BROKEN_PIPE
+    if isinstance(exc, TaggerError):
         _say(f"Error: {redact(str(exc), secret)}")
-        raise typer.Exit(exc.exit_code) from None
-    except ValidationError as exc:
+        return exc.exit_code
+    if isinstance(exc, ValidationError):
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         _say(f"Error: invalid option: {problems}")
-        raise typer.Exit(2) from None
-    except KeyboardInterrupt:
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-    except Exception:
-        _say(redact(traceback.format_exc(), secret))
-        raise typer.Exit(1) from None
+        return 2
+    # A bug, not a user error: one line naming it, no traceback in the user's face.
+    _say(f"Error: unexpected failure, please report it: {redact(repr(exc), secret)[:300]}")
+    return 1
+
+
+def is_broken_pipe(exc: BaseException) -> bool:
+    """True if exc is, or was raised for, a closed output pipe (`tagger run -o - | head`)."""
+    return isinstance(exc, BrokenPipeError) or isinstance(exc.__cause__, BrokenPipeError)
+
+
+def _close_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout without a file descriptor
+        pass
 
 
 @app.callback(invoke_without_command=True)
 def main(
-    version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
+    ctx: typer.Context,
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
 ) -> None:
     """Tag research-paper abstracts with an LLM."""
-    # Loaded here, not at import, and before subcommand options read their envvars.
-    load_dotenv(Path.cwd() / ".env", override=False)
     if version:
         typer.echo(__version__)
         raise typer.Exit(0)
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit(0)
+    from dotenv import load_dotenv
+
+    from tagger.cli_logging import logs_on_stderr
+
+    # Loaded here, not at import, and before subcommand options read their envvars.
+    load_dotenv(Path.cwd() / ".env", override=False)
+    ctx.with_resource(logs_on_stderr())  # warnings of every command; `run` sets its own level
 
 
-class _BarProgress:
-    """A rich progress bar on stderr fed by the runner."""
-
-    def __init__(self, progress: Progress, total: int) -> None:
-        self._progress = progress
-        self._task = progress.add_task("tagging", total=total, failed=0)
-        self._failed = 0
-
-    def advance(self, row: dict[str, Any]) -> None:
-        self._failed += row["status"] != "ok" and not str(row["error"]).startswith("not run")
-        self._progress.update(self._task, advance=1, failed=self._failed)
-
-
-@app.command()
-def run(
-    paths: PathsArg,
-    output: Annotated[
-        Path, typer.Option("-o", "--output", help="JSONL output file ('-' for stdout).")
-    ] = Path("tagged.jsonl"),
-    model: Annotated[str, typer.Option(envvar="TAGGER_MODEL", help="Model name.")] = DEFAULT_MODEL,
-    base_url: Annotated[
-        str | None,
-        typer.Option(envvar="OPENAI_BASE_URL", help="OpenAI-compatible server, e.g. vLLM/Ollama."),
-    ] = None,
-    api_key: Annotated[
-        str | None,
-        typer.Option(envvar="OPENAI_API_KEY", help="API key (better: .env).", show_default=False),
-    ] = None,
-    prompt: Annotated[
-        str | None, typer.Option(envvar="TAGGER_PROMPT", help="NAME@VERSION; default newest.")
-    ] = None,
-    prompts_dir: PromptsDirOpt = None,
-    mode: Annotated[
-        ModeChoice | None,
-        typer.Option(
-            envvar="TAGGER_MODE", help="Force a structured-output mode (default: detect)."
-        ),
-    ] = None,
-    concurrency: Annotated[int, typer.Option(envvar="TAGGER_CONCURRENCY", min=1)] = 8,
-    rpm: Annotated[
-        int | None, typer.Option(envvar="TAGGER_RPM", help="Requests/minute cap.")
-    ] = None,
-    tpm: Annotated[int | None, typer.Option(envvar="TAGGER_TPM", help="Tokens/minute cap.")] = None,
-    timeout: Annotated[
-        float, typer.Option(envvar="TAGGER_TIMEOUT", help="Seconds/request.")
-    ] = 60.0,
-    max_attempts: Annotated[
-        int, typer.Option(envvar="TAGGER_MAX_ATTEMPTS", help="HTTP requests per abstract, at most.")
-    ] = 6,
-    repair_turns: Annotated[int, typer.Option(help="Times an invalid answer is sent back.")] = 2,
-    cache_dir: CacheDirOpt = Path("cache"),
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write.")] = False,
-    refresh: Annotated[bool, typer.Option(help="Ask again; overwrite cached answers.")] = False,
-    max_cost: Annotated[
-        float | None, typer.Option(envvar="TAGGER_MAX_COST", help="Stop at this estimated $.")
-    ] = None,
-    max_requests: Annotated[
-        int | None, typer.Option(envvar="TAGGER_MAX_REQUESTS", help="Stop after N requests.")
-    ] = None,
-    prices: Annotated[
-        Path | None, typer.Option(envvar="TAGGER_PRICES", help="TOML price table override.")
-    ] = None,
-    http: Annotated[
-        HttpBackend, typer.Option(envvar="TAGGER_HTTP", help="HTTP transport of the SDK.")
-    ] = HttpBackend.HTTPX,
-    dry_run: Annotated[bool, typer.Option(help="Count and estimate; send nothing.")] = False,
-) -> None:
-    """Tag abstracts and write one JSON line per abstract, in input order."""
-    from tagger.execute import dry_run as plan_dry_run
-    from tagger.execute import require_key, run_job
-    from tagger.inputs import scan
-    from tagger.pricing import PriceTable
-    from tagger.prompts import default_prompts_dir
-
-    with _errors(api_key):
-        config = RunConfig(
-            client=ClientConfig(
-                model=model,
-                base_url=base_url or None,
-                api_key=SecretStr(api_key) if api_key else None,
-                timeout=timeout,
-                max_attempts=max_attempts,
-                http=http,
-                rpm=rpm,
-                tpm=tpm,
-            ),
-            prompts_dir=prompts_dir or default_prompts_dir(),
-            prompt_ref=prompt,
-            mode=mode,
-            concurrency=concurrency,
-            repair_turns=repair_turns,
-            cache_dir=cache_dir,
-            use_cache=not no_cache,
-            refresh=refresh,
-            max_cost=max_cost,
-            max_requests=max_requests,
-        )
-        if not dry_run:
-            require_key(config)
-        price_table = PriceTable.load(prices)
-        scanned = scan(paths)
-        if dry_run:
-            _print_dry_run(plan_dry_run(config, scanned, price_table))
-            return
-        destination = None if str(output) == "-" else output
-        console = _stderr()
-        with Progress(
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("failed {task.fields[failed]}"),
-            TimeRemainingColumn(),
-            console=console,
-            transient=False,
-        ) as progress:
-            sink = _BarProgress(progress, scanned.count)
-            stats = asyncio.run(run_job(config, scanned, destination, sink, price_table))
-        _print_summary(stats, destination)
-        if stats.interrupted:
-            raise typer.Exit(EXIT_INTERRUPTED)
-        if stats.failed or stats.stop_reason:
-            raise typer.Exit(1)
-
-
-def _print_summary(stats: Any, output: Path | None) -> None:
-    from tagger.execute import summarise
-
-    table = Table(title="tagger run", show_header=False)
-    for label, value in summarise(stats):
-        table.add_row(label, value)
-    console = _stderr()
-    console.print(table)
-    if output is not None:
-        _say(f"wrote {output}")
-    if stats.stop_reason:
-        _say(f"Stopped: {stats.stop_reason}; rerun the same command to finish")
-
-
-def _print_dry_run(report: Any) -> None:
-    console = _stderr()
-    cost = "n/a (unknown model price)" if report.cost is None else f"${report.cost:.4f}"
-    table = Table(title="tagger run --dry-run (nothing sent)", show_header=False)
-    table.add_row("abstracts", str(report.items))
-    table.add_row("unique", str(report.unique))
-    table.add_row("already cached", str(report.cached))
-    table.add_row("to send", str(report.unique - report.cached))
-    table.add_row("estimated tokens", f"{report.prompt_tokens} in / {report.completion_tokens} out")
-    table.add_row("estimated cost", cost)
-    console.print(table)
-    if report.first_messages:
-        typer.echo("--- first prompt ---")
-        for message in report.first_messages:
-            typer.echo(f"[{message['role']}]\n{message['content']}\n")
+@cache_app.callback(invoke_without_command=True)
+def cache_main(ctx: typer.Context) -> None:
+    """Inspect or clear the answer cache."""
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit(0)
 
 
 @app.command("prompts")
 def list_prompts_command(prompts_dir: PromptsDirOpt = None) -> None:
-    """List the prompt versions (default: the newest)."""
-    from tagger.prompts import default_prompts_dir, list_prompts
+    """List the prompt, taxonomy and synonyms versions; mark the defaults."""
+    from tagger.cli_prompts import print_prompts
+    from tagger.prompts import default_prompts_dir
 
     with _errors():
-        found = list_prompts(prompts_dir or default_prompts_dir())
-        table = Table("prompt", "hash", "taxonomy", "description")
-        for item in found:
-            table.add_row(item.ref, item.hash, item.taxonomy_version or "newest", item.description)
-        Console().print(table)
+        print_prompts(prompts_dir or default_prompts_dir())
 
 
 @cache_app.command("stats")
@@ -258,12 +154,10 @@ def cache_stats(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Show how many answers the cache holds."""
-    from tagger.cache import AnswerCache
+    from tagger.cache import cache_stats as read_stats
 
     with _errors():
-        cache = AnswerCache(cache_dir)
-        stats = cache.stats()
-        cache.close()
+        stats = read_stats(cache_dir)
         if as_json:
             typer.echo(json.dumps(stats))
             return
@@ -276,18 +170,29 @@ def cache_clear(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
 ) -> None:
     """Delete every cached answer (they cost money to get again)."""
-    from tagger.cache import AnswerCache
+    from tagger.cache import clear_cache
 
     with _errors():
-        if not yes and not typer.confirm(f"Delete every cached answer in {cache_dir}?"):
-            raise UsageError("not cleared")
-        cache = AnswerCache(cache_dir)
-        removed = cache.clear()
-        cache.close()
+        if not yes and not _confirm(f"Delete every cached answer in {cache_dir}?"):
+            _say("nothing cleared")
+            return
+        removed = clear_cache(cache_dir)
         typer.echo(f"removed {removed} answers from {cache_dir}")
 
 
+def _confirm(question: str) -> bool:
+    """Ask yes/no on the terminal; no terminal or Ctrl-C is a clear message, not 'Aborted!'."""
+    try:
+        return typer.confirm(question)
+    except typer.Abort as exc:
+        if isinstance(exc.__context__, EOFError):
+            raise UsageError("no answer to the question (no terminal?); pass --yes") from None
+        _say("Interrupted: nothing cleared")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
 register_review_commands(app)
+register_models_command(app)
 
 if __name__ == "__main__":
     app()

@@ -39,10 +39,46 @@ def _taxonomy(prompts_dir: Path | None, version: str | None) -> Taxonomy:
     return load_taxonomy(prompts_dir or default_prompts_dir(), version)
 
 
+_SHEET_SUFFIXES = (".csv", ".xlsx", ".xls", ".tsv", ".ods")
+_GIVE_RUN = "give the JSONL file `tagger run -o` wrote (e.g. tagged.jsonl)"
+
+
+def _runs(*paths: Path) -> list[list[dict[str, Any]]]:
+    """Read `tagger run` outputs; a review sheet given instead gets told apart with a next step."""
+    from tagger.errors import UsageError
+    from tagger.gold import read_jsonl
+
+    runs = []
+    for path in paths:
+        if path.suffix.lower() in _SHEET_SUFFIXES:
+            raise UsageError(f"{path} is a sheet, not a run: {_GIVE_RUN}")
+        if not path.exists():
+            raise UsageError(f"{path}: no such file: {_GIVE_RUN}")
+        rows = read_jsonl(path)
+        if not any("status" in row for row in rows):
+            raise UsageError(
+                f"{path} has no 'status' field: not a run (a gold set goes after --gold); "
+                f"{_GIVE_RUN}"
+            )
+        runs.append(rows)
+    return runs
+
+
 def _gold(path: Path, prompts_dir: Path | None, synonyms: Synonyms) -> list[dict[str, Any]]:
     """Read a gold set and validate it against the taxonomy it was labelled with."""
+    from tagger.errors import UsageError
     from tagger.gold import check_gold_rows, gold_taxonomy_version, read_jsonl
 
+    if path.suffix.lower() in _SHEET_SUFFIXES:
+        raise UsageError(
+            f"--gold {path}: a gold set is JSONL; make one from the reviewed sheet with "
+            f"`tagger gold import {path} -o gold.jsonl`"
+        )
+    if not path.exists():
+        raise UsageError(
+            f"--gold {path}: no such file; make a gold set with "
+            "`tagger gold import review.csv -o gold.jsonl`"
+        )
     rows = read_jsonl(path, "gold")
     taxonomy = _taxonomy(prompts_dir, gold_taxonomy_version(rows))
     return check_gold_rows(str(path), rows, taxonomy, synonyms)
@@ -60,7 +96,9 @@ def _errors() -> Iterator[None]:
 def _note(message: str) -> None:
     from rich.console import Console
 
-    Console(stderr=True).print(message, highlight=False, markup=False, soft_wrap=True)
+    from tagger.terminal import printable
+
+    Console(stderr=True).print(printable(message), highlight=False, markup=False, soft_wrap=True)
 
 
 def export(
@@ -73,12 +111,11 @@ def export(
     ] = True,
 ) -> None:
     """Write a run to a review sheet: one row per abstract, formulas neutralised."""
-    from tagger.gold import read_jsonl
     from tagger.sheets import SHEET_COLUMNS, count_rows, run_row_to_sheet, sheet_format, write_sheet
 
     with _errors():
         kind = sheet_format(output)
-        rows = read_jsonl(run_file)
+        (rows,) = _runs(run_file)
         counts = count_rows(rows) if kind == "xlsx" else None
         write_sheet(
             output, SHEET_COLUMNS, [run_row_to_sheet(r) for r in rows], bom=bom, counts=counts
@@ -104,6 +141,13 @@ def gold_import(
     from tagger.sheets import read_sheet
 
     with _errors():
+        if sheet.suffix.lower() == ".jsonl":
+            from tagger.errors import UsageError
+
+            raise UsageError(
+                f"{sheet} is JSONL, not a reviewed sheet: make one with "
+                f"`tagger export {sheet} -o review.xlsx`, review it, then import that"
+            )
         header, rows = read_sheet(sheet)
         version = taxonomy_version or sheet_taxonomy_version(rows)
         taxonomy = _taxonomy(prompts_dir, version)
@@ -130,13 +174,13 @@ def eval_command(
 ) -> None:
     """Score a run against a gold set: coverage, task-area accuracy, tag P/R/F1, summaries."""
     from tagger.evaluate import evaluate
-    from tagger.gold import read_jsonl
     from tagger.review_tables import print_eval
 
     with _errors():
+        (run_rows,) = _runs(run_file)
         synonyms = _synonyms(prompts_dir, synonyms_version)
         gold_rows = _gold(gold, prompts_dir, synonyms)
-        report = evaluate(read_jsonl(run_file), gold_rows, synonyms)
+        report = evaluate(run_rows, gold_rows, synonyms)
         if as_json:
             typer.echo(json.dumps(report, ensure_ascii=False, indent=2))
             return
@@ -157,7 +201,6 @@ def compare(
 ) -> None:
     """Compare two runs of the same abstracts row by row; with --gold, say which side wins."""
     from tagger.evaluate import DIFF_COLUMNS, compare_runs, diff_sheet_rows, evaluate, winners
-    from tagger.gold import read_jsonl
     from tagger.review_tables import print_compare
     from tagger.sheets import sheet_format, write_sheet
 
@@ -165,7 +208,7 @@ def compare(
         if output is not None:
             sheet_format(output)  # fail on a bad suffix before any work
         synonyms = _synonyms(prompts_dir, synonyms_version)
-        a_rows, b_rows = read_jsonl(a_file), read_jsonl(b_file)
+        a_rows, b_rows = _runs(a_file, b_file)
         report: dict[str, Any] = {"a_file": str(a_file), "b_file": str(b_file)}
         report |= compare_runs(a_rows, b_rows, synonyms)
         if gold is not None:
@@ -193,13 +236,13 @@ def tags(
     prompts_dir: PromptsDirOpt = None,
 ) -> None:
     """Tag frequencies and clusters of near-duplicate tags (case, plural, hyphen, acronym)."""
-    from tagger.gold import read_jsonl
     from tagger.review_tables import print_tags
     from tagger.tagstats import tag_report, toml_lines
 
     with _errors():
+        (run_rows,) = _runs(run_file)
         synonyms = _synonyms(prompts_dir, synonyms_version)
-        report = tag_report(read_jsonl(run_file), synonyms)
+        report = tag_report(run_rows, synonyms)
         if as_json:
             typer.echo(json.dumps(report, ensure_ascii=False, indent=2))
             return
@@ -215,12 +258,20 @@ def tags(
         print_tags(report, top)
 
 
+def _help_without_command(ctx: typer.Context) -> None:
+    """Build gold sets from reviewed sheets."""
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit(0)
+
+
 def register_review_commands(app: typer.Typer) -> None:
     """Add the review commands to the main app."""
     app.command("export")(export)
     app.command("eval")(eval_command)
     app.command("compare")(compare)
     app.command("tags")(tags)
-    gold_app = typer.Typer(help="Build gold sets from reviewed sheets.", no_args_is_help=True)
+    gold_app = typer.Typer(help="Build gold sets from reviewed sheets.", rich_markup_mode=None)
+    gold_app.callback(invoke_without_command=True)(_help_without_command)
     gold_app.command("import")(gold_import)
     app.add_typer(gold_app, name="gold")

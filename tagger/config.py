@@ -4,8 +4,17 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from tagger.local import (
+    REMOTE_CONCURRENCY,
+    REMOTE_TIMEOUT,
+    default_concurrency,
+    default_timeout,
+)
 
 DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -15,12 +24,14 @@ class Mode(StrEnum):
     """How the answer's structure is requested from the server."""
 
     JSON_SCHEMA = "json_schema"
+    # json_object with the schema inside response_format: llama.cpp's grammar-constrained JSON.
+    JSON_OBJECT_SCHEMA = "json_object_schema"
     JSON_OBJECT = "json_object"
     TEXT = "text"
 
     def fallback(self) -> Mode | None:
         """The next, weaker mode to try when a server rejects this one."""
-        order = [Mode.JSON_SCHEMA, Mode.JSON_OBJECT, Mode.TEXT]
+        order = [Mode.JSON_SCHEMA, Mode.JSON_OBJECT_SCHEMA, Mode.JSON_OBJECT, Mode.TEXT]
         position = order.index(self)
         return order[position + 1] if position + 1 < len(order) else None
 
@@ -40,16 +51,45 @@ class ClientConfig(BaseModel):
     model: str = DEFAULT_MODEL
     base_url: str | None = None
     api_key: SecretStr | None = None
-    timeout: float = Field(60.0, gt=0)
+    # None (not given): chosen for the server, see tagger.local.default_timeout.
+    timeout: float = Field(REMOTE_TIMEOUT, gt=0)
     max_attempts: int = Field(6, ge=1, le=50)
     http: HttpBackend = HttpBackend.HTTPX
     rpm: int | None = Field(None, ge=1)
     tpm: int | None = Field(None, ge=1)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _timeout_for_server(cls, data: Any) -> Any:
+        """No --timeout: 600 s for a local server (a CPU model is slow), else 300 s."""
+        if isinstance(data, dict) and data.get("timeout") is None:
+            data = {**data, "timeout": default_timeout(data.get("base_url"))}
+        return data
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url_is_a_url(cls, value: str | None) -> str | None:
+        """Refuse a malformed URL up front, not on every request (and in the manifest)."""
+        return None if value is None else check_base_url(value)
+
     @property
     def effective_base_url(self) -> str:
         """The base URL requests go to, without trailing slash."""
         return (self.base_url or DEFAULT_BASE_URL).rstrip("/")
+
+    def api_key_problem(self) -> str | None:
+        """What makes the API key unusable before anything is sent, or None."""
+        if self.api_key is None:
+            return None
+        key = self.api_key.get_secret_value()
+        if key != key.strip():
+            return "starts or ends with whitespace (a stray space or newline in .env?)"
+        if not key.isascii() or not key.isprintable() or any(c.isspace() for c in key):
+            return "contains spaces or characters an HTTP header cannot carry"
+        # Local servers accept any key; the official API's placeholder means .env was not edited.
+        if ("..." in key or "…" in key) and self.effective_base_url == DEFAULT_BASE_URL:
+            return "is the placeholder from .env.example, not a real key"
+        return None
 
 
 class RunConfig(BaseModel):
@@ -61,10 +101,44 @@ class RunConfig(BaseModel):
     prompts_dir: Path
     prompt_ref: str | None = None
     mode: Mode | None = None  # None: detect once per run
-    concurrency: int = Field(8, ge=1, le=1024)
+    concurrency: int = Field(REMOTE_CONCURRENCY, ge=1, le=1024)
     repair_turns: int = Field(2, ge=0, le=5)
     cache_dir: Path = Path("cache")
     use_cache: bool = True
     refresh: bool = False
     max_cost: float | None = Field(None, ge=0)
     max_requests: int | None = Field(None, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _concurrency_for_server(cls, data: Any) -> Any:
+        """No --concurrency: 1 for a local server (one answer at a time), else 8."""
+        if isinstance(data, dict) and data.get("concurrency") is None:
+            client = data.get("client")
+            url = client.get("base_url") if isinstance(client, dict) else None
+            if isinstance(client, ClientConfig):
+                url = client.base_url
+            data = {**data, "concurrency": default_concurrency(url)}
+        return data
+
+    @field_validator("cache_dir", mode="before")
+    @classmethod
+    def _cache_dir_named(cls, value: object) -> object:
+        """An empty --cache-dir would silently mean the current directory."""
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("--cache-dir is empty: name a directory")
+        return value
+
+
+def check_base_url(url: str) -> str:
+    """The URL if it is an http(s) URL with a host and a valid port, else ValueError."""
+    fix = "use http(s)://HOST[:PORT]/v1"
+    try:
+        parsed = urlsplit(url)
+        parsed.port  # noqa: B018 - parsing the port is the check
+    except ValueError as exc:
+        raise ValueError(f"not a valid URL ({exc}): {fix}") from None
+    host = parsed.hostname or ""
+    if parsed.scheme not in ("http", "https") or not host or any(c.isspace() for c in url):
+        raise ValueError(f"not an http(s) URL with a host: {fix}")
+    return url

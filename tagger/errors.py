@@ -34,3 +34,15 @@ class FatalAPIError(TaggerError):
     """The server refused in a way retrying cannot fix (bad key, unknown model): stop the run."""
 
     exit_code = 2
+
+
+class CacheError(ConfigError):
+    """The cache directory cannot be used (a file, not a database, read-only): exit code 2."""
+
+
+class CacheWriteError(TaggerError):
+    """An answer could not be committed to the cache during a run (disk full, lost access)."""
+
+
+class OutputError(TaggerError):
+    """The output file could not be written during a run (disk full, lost access)."""

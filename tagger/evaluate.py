@@ -10,6 +10,10 @@ from typing import Any
 from tagger.schema import MAX_SUMMARY_WORDS, normalise_tag
 from tagger.taxonomy import Synonyms, synonym_key
 
+# tagger's automatic ids: 24 hex digits of a sha256; earlier versions wrote its first 12.
+_AUTO_ID_RE = re.compile(r"[0-9a-f]{24}")
+_OLD_ID_RE = re.compile(r"[0-9a-f]{12}")
+_OLD_ID_DIGITS = 12
 # Openers that waste the one line a summary has on saying it is a paper.
 _OPENER_RE = re.compile(r"^\s*(?:this paper|this work|in this paper|in this work|we)\b", re.I)
 # (metric path, label, higher is better) for the compare --gold verdicts.
@@ -34,6 +38,29 @@ def index_rows(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         if ident not in found or (found[ident].get("status") != "ok" and row.get("status") == "ok"):
             found[ident] = row
     return found
+
+
+class IdIndex:
+    """A run's rows by id, where an old 12-digit automatic id matches the 24-digit one."""
+
+    def __init__(self, rows: Sequence[dict[str, Any]]) -> None:
+        self.rows = index_rows(rows)
+        # Old id -> the new id it starts with; None when two new ids share it (no guessing).
+        self._by_old: dict[str, str | None] = {}
+        for ident in self.rows:
+            if _AUTO_ID_RE.fullmatch(ident):
+                old = ident[:_OLD_ID_DIGITS]
+                self._by_old[old] = None if old in self._by_old else ident
+
+    def find(self, ident: str) -> str | None:
+        """The id under which this index holds the row for ident, or None."""
+        if ident in self.rows:
+            return ident
+        if _OLD_ID_RE.fullmatch(ident):
+            return self._by_old.get(ident)
+        if _AUTO_ID_RE.fullmatch(ident) and ident[:_OLD_ID_DIGITS] in self.rows:
+            return ident[:_OLD_ID_DIGITS]
+        return None
 
 
 def tag_keys(tags: Any, synonyms: Synonyms | None) -> set[str]:
@@ -77,9 +104,10 @@ def evaluate(
     run: Sequence[dict[str, Any]], gold: Sequence[dict[str, Any]], synonyms: Synonyms | None
 ) -> dict[str, Any]:
     """Coverage, task-area accuracy and confusion, tag P/R/F1 and summary checks."""
-    by_id = index_rows(run)
-    found = [g for g in gold if g["id"] in by_id]
-    scored = [(g, by_id[g["id"]]) for g in found if by_id[g["id"]].get("status") == "ok"]
+    index = IdIndex(run)
+    matched = [(g, index.find(g["id"])) for g in gold]
+    found = [(g, index.rows[key]) for g, key in matched if key is not None]
+    scored = [(g, row) for g, row in found if row.get("status") == "ok"]
     confusion: Counter[tuple[str, str]] = Counter()
     correct = true_pos = n_pred = n_gold = 0
     item_f1: list[float] = []
@@ -100,7 +128,7 @@ def evaluate(
             "found": len(found),
             "errored": len(found) - len(scored),
             "share": _ratio(len(found), len(gold)),
-            "missing": [g["id"] for g in gold if g["id"] not in by_id],
+            "missing": [g["id"] for g, key in matched if key is None],
         },
         "task_area": {
             "evaluated": len(scored),
@@ -164,12 +192,17 @@ def compare_runs(
     synonyms: Synonyms | None,
 ) -> dict[str, Any]:
     """Match rows by id; per row: area, tag and summary changes; totals first."""
-    a_by_id, b_by_id = index_rows(a_rows), index_rows(b_rows)
+    a_by_id, b_index = index_rows(a_rows), IdIndex(b_rows)
     rows: list[dict[str, Any]] = []
+    only_a: list[str] = []
+    matched_b: set[str] = set()
     for ident, a in a_by_id.items():
-        b = b_by_id.get(ident)
-        if b is None:
+        key = b_index.find(ident)
+        if key is None:
+            only_a.append(ident)
             continue
+        matched_b.add(key)
+        b = b_index.rows[key]
         a_tags = [normalise_tag(str(t), synonyms) for t in a.get("method_tags") or []]
         b_tags = [normalise_tag(str(t), synonyms) for t in b.get("method_tags") or []]
         a_keys, b_keys = {synonym_key(t) for t in a_tags}, {synonym_key(t) for t in b_tags}
@@ -191,19 +224,20 @@ def compare_runs(
                 "summary_b": b.get("summary"),
             }
         )
+    only_b = [ident for ident in b_index.rows if ident not in matched_b]
     return {
         "a": describe_side(a_rows),
         "b": describe_side(b_rows),
         "totals": {
             "compared": len(rows),
-            "only_a": len([i for i in a_by_id if i not in b_by_id]),
-            "only_b": len([i for i in b_by_id if i not in a_by_id]),
+            "only_a": len(only_a),
+            "only_b": len(only_b),
             "area_changed": sum(r["area_changed"] for r in rows),
             "tags_changed": sum(bool(r["tags_added"] or r["tags_removed"]) for r in rows),
             "summary_changed": sum(r["summary_changed"] for r in rows),
         },
-        "only_a": [i for i in a_by_id if i not in b_by_id],
-        "only_b": [i for i in b_by_id if i not in a_by_id],
+        "only_a": only_a,
+        "only_b": only_b,
         "rows": rows,
     }
 

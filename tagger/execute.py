@@ -6,6 +6,7 @@ import asyncio
 import datetime as dt
 import gc
 import signal
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -18,11 +19,14 @@ from tagger.config import RunConfig
 from tagger.errors import ConfigError
 from tagger.inputs import InputScan, iter_abstracts
 from tagger.llm import LLMClient
-from tagger.output import JsonlWriter, manifest_path, write_json_atomic
+from tagger.local import watch_for_slow_answers
+from tagger.outfile import OutputFile
+from tagger.output import JsonlWriter
 from tagger.plan import RunPlan
 from tagger.pricing import PriceTable, count_text_tokens, estimate_tokens
+from tagger.progress import ProgressSink
 from tagger.ratelimit import SendGate, SpendGuard
-from tagger.runner import BatchRunner, ProgressSink, RunStats
+from tagger.runner import BatchRunner, RunStats
 from tagger.secrets import public_url
 from tagger.tagging import ItemTagger, ModeProbe, render_messages
 
@@ -43,25 +47,24 @@ class DryRunReport:
 
 
 def require_key(config: RunConfig) -> None:
-    """Fail before reading inputs if the official API is used without a key."""
+    """Fail before reading inputs without a key for the official API, or with an unusable one."""
     if config.client.api_key is None and config.client.base_url is None:
         raise ConfigError("No API key: set OPENAI_API_KEY in .env or pass --api-key")
+    if (problem := config.client.api_key_problem()) is not None:
+        raise ConfigError(f"the API key {problem}: fix OPENAI_API_KEY in .env or --api-key")
 
 
 def open_cache(config: RunConfig) -> AnswerCache | None:
     """The answer cache, or None with --no-cache."""
     if not config.use_cache:
         return None
-    try:
-        return AnswerCache(config.cache_dir)
-    except OSError as exc:
-        raise ConfigError(f"cannot open cache directory {config.cache_dir}: {exc}") from exc
+    return AnswerCache(config.cache_dir)
 
 
 def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunReport:
     """Count, render the first prompt and estimate tokens and cost; no key, no request."""
     plan = RunPlan.load(config)
-    cache = open_cache(config)
+    cache = AnswerCache.open_existing(config.cache_dir) if config.use_cache else None
     seen: set[str] = set()
     first: list[dict[str, str]] = []
     cached = prompt_tokens = completion_tokens = 0
@@ -101,13 +104,46 @@ async def run_job(
     progress: ProgressSink,
     prices: PriceTable,
 ) -> RunStats:
-    """Tag every abstract of the scan and write output and manifest; returns the stats."""
+    """Tag every abstract of the scan and write output and manifest; returns the stats.
+
+    OUT is checked and locked before anything is sent. An error that ends the run (a
+    configuration error, an output that cannot be written) leaves OUT as it was and no
+    partial rows; a run that did not complete replaces OUT only if that makes it better.
+    """
+    target = OutputFile(output, scan.files) if output is not None else None
+    try:
+        writer = target.writer if target else JsonlWriter(sys.stdout, "standard output")
+        try:
+            stats, status, manifest = await _tag_all(config, scan, output, writer, progress, prices)
+            if target is None:
+                writer.flush()
+            elif not target.settle(manifest, complete=status == "complete", ok=stats.ok):
+                stats.kept_output = str(target.partial)
+        except BaseException:
+            if target is not None:
+                target.discard()
+            raise
+        return stats
+    finally:
+        if target is not None:
+            target.release()
+
+
+async def _tag_all(
+    config: RunConfig,
+    scan: InputScan,
+    output: Path | None,
+    writer: JsonlWriter,
+    progress: ProgressSink,
+    prices: PriceTable,
+) -> tuple[RunStats, str, dict[str, Any]]:
+    """Run every abstract through the tagger into writer; the stats, status and manifest."""
     plan = RunPlan.load(config)
-    gate = SendGate(
-        config.client.rpm, config.client.tpm, config.concurrency, _guard(config, prices)
-    )
-    client = LLMClient(config.client, gate)
+    guard = _guard(config, prices)
     cache = open_cache(config)
+    gate = SendGate(config.client.rpm, config.client.tpm, config.concurrency, guard)
+    client = LLMClient(config.client, gate)
+    watch_for_slow_answers(client, config, scan.unique)
     tagger = ItemTagger(
         client=client,
         prompt=plan.prompt,
@@ -118,35 +154,19 @@ async def run_job(
         repair_turns=config.repair_turns,
         max_attempts=config.client.max_attempts,
     )
-    writer = JsonlWriter(output)
     runner = BatchRunner(plan, tagger, client, cache, writer, progress, prices)
     started = dt.datetime.now(dt.UTC)
-    status = "failed"
     restore = _install_stop_handlers(runner)
     try:
         with _fewer_gc_pauses():
             stats = await runner.run(iter_abstracts(scan.files))
-        writer.commit()
-        status = (
-            "interrupted" if stats.interrupted else "stopped" if stats.stop_reason else "complete"
-        )
-        return stats
-    except BaseException:
-        if runner.stats.items == scan.count:  # every row is there: keep them (fatal after the end)
-            writer.commit()
-        else:
-            writer.abandon()
-        raise
     finally:
         restore()
         await client.aclose()
         if cache is not None:
             cache.close()
-        if output is not None:
-            write_json_atomic(
-                manifest_path(output),
-                _manifest(config, plan, scan, output, runner.stats, status, started),
-            )
+    status = "interrupted" if stats.interrupted else "stopped" if stats.stop_reason else "complete"
+    return stats, status, _manifest(config, plan, scan, output, stats, status, started)
 
 
 @contextmanager
@@ -207,7 +227,7 @@ def _manifest(
     config: RunConfig,
     plan: RunPlan,
     scan: InputScan,
-    output: Path,
+    output: Path | None,
     stats: RunStats,
     status: str,
     started: dt.datetime,
@@ -217,7 +237,7 @@ def _manifest(
         "status": status,
         "started_at": started.isoformat(timespec="seconds"),
         "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "output": str(output),
+        "output": str(output) if output is not None else "-",
         "inputs": [str(path) for path in scan.files],
         "model": config.client.model,
         "base_url": public_url(config.client.effective_base_url),
@@ -241,6 +261,7 @@ def _stats_fields(stats: RunStats) -> dict[str, Any]:
     fields = asdict(stats)
     fields["duration"] = round(stats.duration, 3)
     fields["estimated_cost_usd"] = fields.pop("cost")
+    del fields["kept_output"]  # a manifest is written only beside rows that became the output
     return fields
 
 

@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from json import JSONDecodeError
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from tagger.errors import UsageError
 from tagger.schema import MAX_TAGS, SUMMARY_WORD_LIMIT
 from tagger.schema import clean_tags as schema_clean_tags
 from tagger.taxonomy import Synonyms, Taxonomy
+from tagger.textlines import parse_json
 
 REQUIRED_COLUMNS = ("id", "task_area", "method_tags", "summary")
 TRUTHY = frozenset({"y", "yes", "x", "1", "true"})
@@ -20,6 +22,12 @@ FALSY = frozenset({"", "n", "no", "0", "false"})
 # Reviewers separate tags with ";" (the export's separator) or put each on its own line.
 _TAG_SPLIT_RE = re.compile(r"[;\n\r]+")
 _EXCERPT = 60
+# The fields of a run row the review commands read, and the JSON types `tagger run` writes.
+_RUN_TEXT_FIELDS = (
+    "task_area", "summary", "title", "abstract", "source", "venue", "status", "error",
+    "model", "prompt", "prompt_version", "prompt_hash", "taxonomy_version",
+)  # fmt: skip
+_RUN_INT_FIELDS = ("index", "year")
 
 
 def _show(value: str) -> str:
@@ -42,15 +50,42 @@ def read_jsonl(path: Path, kind: str = "run") -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
+            row = parse_json(line)
+        except JSONDecodeError as exc:
             raise UsageError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+        except ValueError as exc:  # a number too long to parse
+            raise UsageError(f"{path}:{number}: not valid JSON ({exc})") from None
         if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not row["id"]:
             raise UsageError(f"{path}:{number}: expected a {kind} object with a string 'id'")
+        problem = run_row_problem(row) if kind == "run" else None
+        if problem is not None:
+            raise UsageError(f"{path}:{number}: {problem}: give a file `tagger run` wrote")
         rows.append(row)
     if not rows:
         raise UsageError(f"{path}: no {kind} rows")
     return rows
+
+
+def _json_type(value: object) -> str:
+    names = {dict: "an object", list: "a list", str: "text", bool: "a boolean", int: "a number"}
+    return names.get(type(value), "a number" if isinstance(value, float) else "null")
+
+
+def run_row_problem(row: dict[str, Any]) -> str | None:
+    """What is wrong with the types of a run row's fields, or None."""
+    for name in _RUN_TEXT_FIELDS:
+        if not isinstance(row.get(name), str | None):
+            return f"'{name}' must be text or null, got {_json_type(row[name])}"
+    for name in _RUN_INT_FIELDS:
+        value = row.get(name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            return f"'{name}' must be a whole number or null, got {_json_type(value)}"
+    tags = row.get("method_tags")
+    if tags is not None and not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
+        return f"'method_tags' must be a list of text or null, got {_json_type(tags)}"
+    if not isinstance(row.get("cached"), bool | None):
+        return f"'cached' must be true, false or null, got {_json_type(row['cached'])}"
+    return None
 
 
 def split_tags(value: str | Sequence[str]) -> list[str]:
@@ -102,12 +137,21 @@ def validate_fields(
         )
     clean["task_area"] = area
     tags_raw = values.get("method_tags")
-    tags, problem = clean_tags(split_tags(tags_raw if tags_raw is not None else ""), synonyms)
+    tags_raw = "" if tags_raw is None else tags_raw
+    if isinstance(tags_raw, str) or (
+        isinstance(tags_raw, list) and all(isinstance(t, str) for t in tags_raw)
+    ):
+        tags, problem = clean_tags(split_tags(tags_raw), synonyms)
+    else:
+        tags, problem = [], f"must be a list of tags or 'a; b' text, got {_json_type(tags_raw)}"
     if problem is not None:
         problems.append(("method_tags", problem))
     clean["method_tags"] = tags
-    summary = str(values.get("summary") or "")
+    summary_raw = values.get("summary")
+    summary = summary_raw if isinstance(summary_raw, str) else ""
     problem = check_summary(summary)
+    if summary_raw is not None and not isinstance(summary_raw, str):
+        problem = f"must be text, got {_json_type(summary_raw)}"
     if problem is not None:
         problems.append(("summary", f"{_show(summary)} {problem}" if summary.strip() else problem))
     clean["summary"] = " ".join(summary.split())

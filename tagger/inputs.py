@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from json import JSONDecodeError
 from pathlib import Path
 from typing import Any
 
+from tagger.csvrows import csv_rows
 from tagger.errors import InputError
-from tagger.textlines import os_reason, read_lines
+from tagger.textlines import os_reason, parse_json, read_lines
 
 SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".csv")
 _USE = "use .txt, .jsonl or .csv"
@@ -21,6 +21,9 @@ _MAX_HEADER_CHARS = 200
 # A year must not be part of a longer number ("12025") but may touch letters ("NeurIPS2025").
 _YEAR_RE = re.compile(r"(?<!\d)((?:19|20)\d{2})(?!\d)")
 _KNOWN = ("abstract", "id", "title", "venue", "year")
+# 96 bits: a run of a billion distinct abstracts collides with odds of about 1 in 10^11.
+ID_HEX_DIGITS = 24
+_MAX_YEAR_DIGITS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +52,8 @@ class InputScan:
 
 
 def text_id(text: str) -> str:
-    """Return a stable 12-hex-char id for text, ignoring whitespace differences."""
-    return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()[:12]
+    """Return a stable 24-hex-char id for text, ignoring whitespace differences."""
+    return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()[:ID_HEX_DIGITS]
 
 
 def parse_header(line: str) -> tuple[str | None, int | None]:
@@ -89,8 +92,9 @@ def _expand(path: Path) -> list[Path]:
             entries = sorted(path.iterdir(), key=lambda p: p.name)
         except OSError as exc:
             raise InputError(path, None, f"cannot list directory: {os_reason(exc)}") from exc
-        # Hidden files are editor/OS droppings (.DS_Store, .~lock.x.csv#), never inputs.
-        wanted = (p for p in entries if not p.name.startswith("."))
+        # Hidden files are editor/OS droppings (.DS_Store, .~lock.x.csv#), never inputs;
+        # an earlier run's output would feed its own rows back in.
+        wanted = (p for p in entries if not p.name.startswith(".") and not _is_tagger_output(p))
         files = [p for p in wanted if p.suffix.lower() in SUPPORTED_SUFFIXES and p.is_file()]
         if not files:
             raise InputError(path, None, f"no .txt, .jsonl or .csv files in this directory: {_USE}")
@@ -102,15 +106,28 @@ def _expand(path: Path) -> list[Path]:
     return [path]
 
 
+def _is_tagger_output(path: Path) -> bool:
+    """A .jsonl with a tagger manifest beside it (tagged.jsonl + tagged.manifest.json)."""
+    if not path.name.endswith(".jsonl"):
+        return False
+    return path.with_name(path.name[: -len(".jsonl")] + ".manifest.json").is_file()
+
+
 def scan(paths: Sequence[Path | str]) -> InputScan:
     """Read and check every input, raising InputError on the first problem."""
     files = discover(paths)
     # id -> (digest of normalised text, source, line): enough to spot conflicts without texts.
     seen: dict[str, tuple[bytes, str, int]] = {}
+    # The same text under another title is another question (the title is in the prompt and
+    # the cache key), so distinct (title, text) pairs are what a run sends.
+    questions: set[bytes] = set()
     per_file = {str(path): 0 for path in files}
     count = 0
     for item in iter_abstracts(files):
-        digest = hashlib.sha256(" ".join(item.text.split()).encode("utf-8")).digest()
+        text = " ".join(item.text.split())
+        digest = hashlib.sha256(text.encode("utf-8")).digest()
+        titled = f"{item.title}\x1f{text}" if item.title else None
+        questions.add(hashlib.sha256(titled.encode("utf-8")).digest() if titled else digest)
         first = seen.get(item.id)
         if first is None:
             seen[item.id] = (digest, item.source, item.line)
@@ -123,7 +140,7 @@ def scan(paths: Sequence[Path | str]) -> InputScan:
             )
         per_file[item.source] += 1
         count += 1
-    return InputScan(files=files, count=count, unique=len(seen), per_file=per_file)
+    return InputScan(files=files, count=count, unique=len(questions), per_file=per_file)
 
 
 def iter_abstracts(files: Sequence[Path]) -> Iterator[Abstract]:
@@ -199,10 +216,12 @@ def _read_jsonl(path: Path) -> Iterator[Abstract]:
         if not text.strip():
             continue
         try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
+            obj = parse_json(text)
+        except JSONDecodeError as exc:
             msg = f"invalid JSON: {exc.msg} (column {exc.colno})"
             raise InputError(path, number, f"{msg}: fix this line") from exc
+        except ValueError as exc:  # a number too long to parse
+            raise InputError(path, number, f"invalid JSON: {exc}") from exc
         if not isinstance(obj, dict):
             got = _json_type(obj)
             raise InputError(path, number, f"expected a JSON object, got {got}: {_ONE_OBJECT}")
@@ -211,46 +230,8 @@ def _read_jsonl(path: Path) -> Iterator[Abstract]:
 
 def _read_csv(path: Path) -> Iterator[Abstract]:
     """Yield one record per CSV row, keyed by case-insensitive column names."""
-    lines = read_lines(path)
-    reader = csv.reader((text for _, text in lines), strict=True)
-    columns: list[str] | None = None
-    while True:
-        start = reader.line_num + 1
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            raise InputError(path, start, f"invalid CSV: {exc}: check the quotes") from exc
-        # Skip blank lines and the all-empty rows spreadsheets leave behind.
-        if not any(cell.strip() for cell in row):
-            continue
-        if columns is None:
-            columns = _csv_columns(path, start, row)
-            continue
-        if len(row) > len(columns):
-            found = f"row has {len(row)} cells but the header has {len(columns)}"
-            raise InputError(path, start, f"{found}: quote cells that contain commas")
-        # Spreadsheets may drop trailing empty cells; treat them as empty, not missing.
-        cells = dict(zip(columns, row + [""] * (len(columns) - len(row)), strict=True))
-        yield _record(path, start, cells, "column", lambda key: key.lower())
-
-
-def _csv_columns(path: Path, line: int, row: list[str]) -> list[str]:
-    """Return unique column names from the header row, requiring 'abstract'."""
-    names: list[str] = []
-    for position, cell in enumerate(row, start=1):
-        # Spreadsheets leave unnamed columns; name them by position so their cells survive.
-        name = cell.strip() or f"column{position}"
-        if name.lower() in (n.lower() for n in names):
-            raise InputError(path, line, f"duplicate column '{name}': rename one of them")
-        names.append(name)
-    if "abstract" not in (n.lower() for n in names):
-        shown = ", ".join(cell.strip() for cell in row)
-        sep = next((s for s in (";", "\t") if len(row) == 1 and s in row[0]), None)
-        fix = f"separate cells with commas, not {sep!r}" if sep else "add an 'abstract' column"
-        raise InputError(path, line, f"no 'abstract' column (columns: {shown}): {fix}")
-    return names
+    for line, cells in csv_rows(path):
+        yield _record(path, line, cells, "column", lambda key: key.lower())
 
 
 def _record(
@@ -271,8 +252,9 @@ def _record(
     if text is None:
         raise InputError(path, line, f"empty abstract: fill in the 'abstract' {kind} or remove it")
     ident, title, venue, year = (_optional(path, line, k, known.get(k)) for k in _KNOWN[1:])
-    if year is not None and not year.isdecimal():
-        raise InputError(path, line, f"'year' must be a whole number like 2025, got {year!r}")
+    if year is not None and not (year.isdecimal() and len(year) <= _MAX_YEAR_DIGITS):
+        shown = repr(year) if len(year) <= _MAX_YEAR_DIGITS * 4 else f"{len(year):,} characters"
+        raise InputError(path, line, f"'year' must be a whole number like 2025, got {shown}")
     ident = ident or text_id(text)
     return Abstract(
         ident, text, str(path), -1, line, venue, int(year) if year else None, title, extra

@@ -2,18 +2,36 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
-import random
+import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_random_exponential
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from tagger.config import ClientConfig, HttpBackend, Mode
 from tagger.errors import ConfigError, FatalAPIError
+from tagger.formats import grammar_schema
+from tagger.models import offered_models_hint
 from tagger.ratelimit import SendGate
 from tagger.secrets import public_url, redact
+from tagger.server_faults import (
+    FormatRejected,
+    NotAnOpenAIAnswer,
+    RequestFailed,
+    RequestTimedOut,
+    ServerHealth,
+    describe,
+    is_a_reply,
+    is_format_rejection,
+    is_timeout,
+    is_transient,
+    server_message,
+    wait_strategy,
+)
 
 if TYPE_CHECKING:
     import openai
@@ -21,10 +39,10 @@ if TYPE_CHECKING:
 # `openai` is imported on first use inside the functions below, not at module import: the SDK
 # takes ~0.4 s to import and a fully cached run never needs it.
 
-MAX_RETRY_AFTER = 120.0  # seconds; a server asking for longer is treated as a plain failure
-TRANSIENT_STATUS = frozenset({408, 409, 429})
-# Phrases servers use when they do not support a response_format type.
-_FORMAT_REJECTION_HINTS = ("response_format", "json_schema", "json_object", "'text' or")
+__all__ = ["AttemptBudget", "FormatRejected", "LLMClient", "Reply", "RequestFailed"]
+log = logging.getLogger(__name__)
+# Connecting is quick or not at all: a host that drops SYNs should not cost a whole --timeout.
+CONNECT_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,18 +54,6 @@ class Reply:
     prompt_tokens: int
     completion_tokens: int
     cached_input_tokens: int = 0  # the part of prompt_tokens the server's prompt cache served
-
-
-class RequestFailed(Exception):
-    """The request cannot succeed for this item (non-retryable, or attempts used up)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class FormatRejected(Exception):
-    """The server refused the structured-output mode we asked for."""
 
 
 class AttemptBudget:
@@ -63,73 +69,6 @@ class AttemptBudget:
         return self.limit - self.used
 
 
-def retry_after_seconds(exc: BaseException) -> float | None:
-    """The wait a server asked for in retry-after-ms / retry-after, if any."""
-    response = getattr(exc, "response", None)
-    if response is None:
-        return None
-    for header, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = response.headers.get(header)
-        if value is None:
-            continue
-        try:
-            seconds = float(value) / divisor
-        except ValueError:
-            continue
-        if 0 <= seconds <= MAX_RETRY_AFTER:
-            return seconds
-    return None
-
-
-def is_transient(exc: BaseException) -> bool:
-    """True for failures worth retrying: 408/409/429/5xx, timeouts, dropped connections."""
-    import openai
-
-    if isinstance(exc, openai.APIStatusError):
-        if exc.status_code == 429 and exc.code == "insufficient_quota":
-            return False
-        return exc.status_code in TRANSIENT_STATUS or exc.status_code >= 500
-    return isinstance(exc, openai.APIConnectionError)
-
-
-def _is_format_rejection(exc: openai.APIStatusError, mode: Mode) -> bool:
-    if mode is Mode.TEXT or exc.status_code not in (400, 422, 500):
-        return False
-    message = str(exc.message).lower()
-    return any(hint in message for hint in _FORMAT_REJECTION_HINTS)
-
-
-def describe(exc: BaseException) -> str:
-    """A one-line reason for an item's error column."""
-    import openai
-
-    if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code}: {exc.message}"[:300]
-    if isinstance(exc, openai.APITimeoutError):
-        return "request timed out"
-    if isinstance(exc, openai.APIConnectionError):
-        return "connection failed or dropped"
-    return f"{type(exc).__name__}: {exc}"[:300]
-
-
-def _wait_strategy(gate: SendGate) -> Callable[[RetryCallState], float]:
-    backoff = wait_random_exponential(multiplier=0.5, max=30)
-
-    def wait(state: RetryCallState) -> float:
-        import openai
-
-        exc = state.outcome.exception() if state.outcome else None
-        asked = retry_after_seconds(exc) if exc else None
-        if asked is None:
-            return float(backoff(state))
-        if isinstance(exc, openai.RateLimitError):
-            # A 429 speaks for the whole account: hold every sender, not just this one.
-            gate.pause(asked)
-        return asked + random.uniform(0, 0.1)
-
-    return wait
-
-
 def response_format(mode: Mode, schema: dict[str, Any]) -> dict[str, Any] | None:
     """The response_format parameter for a mode."""
     if mode is Mode.JSON_SCHEMA:
@@ -137,6 +76,10 @@ def response_format(mode: Mode, schema: dict[str, Any]) -> dict[str, Any] | None
             "type": "json_schema",
             "json_schema": {"name": "abstract_tags", "strict": True, "schema": schema},
         }
+    if mode is Mode.JSON_OBJECT_SCHEMA:
+        # llama.cpp's extension (llama-server, llama-cpp-python): decoding is constrained to
+        # the schema by a grammar, also on servers that answer json_schema with an error.
+        return {"type": "json_object", "schema": grammar_schema(schema)}
     if mode is Mode.JSON_OBJECT:
         return {"type": "json_object"}
     return None
@@ -150,26 +93,34 @@ class LLMClient:
         self.gate = gate
         self.requests = 0
         self.retries = 0
-        self.answered = 0  # HTTP responses of any status: proof the server is reachable
-        self._unreachable_items = 0
+        self.where = public_url(config.effective_base_url)
+        self.health = ServerHealth(self.where, config.timeout)
+        self._completions = 0  # valid chat completions received
         self._secret = config.api_key.get_secret_value() if config.api_key else None
         if config.http is HttpBackend.AIOHTTP and importlib.util.find_spec("aiohttp") is None:
             raise ConfigError("--http aiohttp needs the extra: pip install 'tagger[aiohttp]'")
         self._sdk: openai.AsyncOpenAI | None = None
+        # Seconds from send to the last byte of each chat completion (the slow-server notice).
+        self.on_answer: Callable[[float], None] | None = None
+        self.resend_timeouts = True  # False once a local server proved slow (tagger.local)
 
     def _client(self) -> openai.AsyncOpenAI:
         """The SDK client, built on the first request."""
         if self._sdk is None:
             import openai
 
+            # Per read/write; the whole request is bounded by the deadline in _send.
+            timeout = openai.Timeout(
+                self.config.timeout, connect=min(self.config.timeout, CONNECT_TIMEOUT)
+            )
             http_client = None
             if self.config.http is HttpBackend.AIOHTTP:
-                http_client = openai.DefaultAioHttpClient(timeout=self.config.timeout)
+                http_client = openai.DefaultAioHttpClient(timeout=timeout)
             # The SDK's own retries are off so that tenacity is the one retry policy.
             self._sdk = openai.AsyncOpenAI(
                 api_key=self._secret or "unused",
                 base_url=self.config.effective_base_url,
-                timeout=self.config.timeout,
+                timeout=timeout,
                 max_retries=0,
                 http_client=http_client,
             )
@@ -189,35 +140,54 @@ class LLMClient:
         params: dict[str, Any],
         budget: AttemptBudget,
         estimated_tokens: int = 0,
+        on_reply: Callable[[], None] | None = None,
     ) -> Reply:
-        """Send one chat completion, retrying transient failures within the item's budget."""
-        import openai
+        """Send one chat completion, retrying transient failures within the item's budget.
+
+        `on_reply` is called after each attempt that shows the server works and takes `mode`
+        (any answer but a 5xx or a rejection of `mode`), or that timed out.
+        """
 
         def worth_retrying(exc: BaseException) -> bool:
-            if isinstance(exc, openai.APIStatusError) and _is_format_rejection(exc, mode):
+            if is_format_rejection(exc, mode):
                 return False  # llama.cpp says "unsupported format" with a 500: fall back instead
+            if not self.resend_timeouts and is_timeout(exc):
+                return False  # a slow local server still computes it: a resend queues behind
             return is_transient(exc)
 
         retrying = AsyncRetrying(
             retry=retry_if_exception(worth_retrying),
             stop=lambda _state: budget.remaining <= 0,
-            wait=_wait_strategy(self.gate),
-            before_sleep=self._count_retry,
+            wait=wait_strategy(self.gate),
+            before_sleep=self._log_retry,
             reraise=True,
         )
         try:
             async for attempt in retrying:
                 with attempt:
                     budget.used += 1
-                    return await self._send(messages, mode, schema, params, estimated_tokens)
-        except openai.APIStatusError as exc:
-            raise self._classify(exc, mode) from None
-        except openai.APIConnectionError as exc:
-            raise self._unreachable(exc) from None
+                    try:
+                        reply = await self._send(messages, mode, schema, params, estimated_tokens)
+                    except Exception as exc:
+                        if on_reply is not None and is_a_reply(exc, mode):
+                            on_reply()
+                        raise
+                    if on_reply is not None:
+                        on_reply()
+                    return reply
+        except FatalAPIError as exc:
+            self.gate.stop(str(exc))  # not one more request, from any abstract
+            raise
+        except Exception as exc:
+            raise self._final(exc, mode) from None
         raise AssertionError("unreachable: tenacity either returns or raises")
 
-    def _count_retry(self, _state: RetryCallState) -> None:
+    def _log_retry(self, state: RetryCallState) -> None:
         self.retries += 1
+        exc = state.outcome.exception() if state.outcome else None
+        wait = state.next_action.sleep if state.next_action else 0.0
+        reason = redact(describe(exc, self.config.timeout), self._secret) if exc else "?"
+        log.info("retrying in %.1f s after attempt %d: %s", wait, state.attempt_number, reason)
 
     async def _send(
         self,
@@ -233,70 +203,112 @@ class LLMClient:
         extra: dict[str, Any] = {"response_format": fmt} if fmt else {}
         async with self.gate.slot(estimated_tokens):
             self.requests += 1
-            prompt_tokens = completion_tokens = cached_input = 0
+            usage = None
             try:
-                raw = await self._client().chat.completions.with_raw_response.create(
-                    model=self.config.model,
-                    messages=messages,  # type: ignore[arg-type]
-                    **params,
-                    **extra,
-                )
-                self.answered += 1
+                # Built (and the SDK imported) before the clock starts: not part of the request.
+                create = self._client().chat.completions.with_raw_response.create
+                sent = time.monotonic()
+                # One deadline for the whole request: a server trickling bytes resets the SDK's
+                # per-read timeout forever, this one it cannot.
+                async with asyncio.timeout(self.config.timeout):
+                    raw = await create(
+                        model=self.config.model,
+                        messages=messages,  # type: ignore[arg-type]
+                        **params,
+                        **extra,
+                    )
+                self.health.responded(raw.http_response.status_code)
                 self.gate.observe(raw.headers)
-                completion = raw.parse()
-                usage = completion.usage
-                if usage is not None:
-                    prompt_tokens, completion_tokens = usage.prompt_tokens, usage.completion_tokens
-                    details = usage.prompt_tokens_details
-                    cached_input = (details.cached_tokens or 0) if details else 0
+                reply, usage = self._read(raw)
+                if self.on_answer is not None:
+                    self.on_answer(time.monotonic() - sent)
             except openai.APIStatusError as exc:
-                self.answered += 1
+                self.health.responded(exc.status_code)
                 self.gate.observe(exc.response.headers)
                 raise
+            except (TimeoutError, openai.APIConnectionError) as exc:
+                failure = RequestTimedOut() if isinstance(exc, TimeoutError) else exc
+                fatal = self.health.no_response(failure)
+                if fatal is not None:
+                    raise fatal from None
+                raise failure from None
             finally:
-                self.gate.settle(estimated_tokens, prompt_tokens, completion_tokens)
-        choice = completion.choices[0] if completion.choices else None
-        return Reply(
-            content=(choice.message.content or "") if choice else "",
-            finish_reason=choice.finish_reason if choice else None,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            cached_input_tokens=cached_input,
-        )
+                self.gate.settle(estimated_tokens, *(usage or (0, 0)))
+        return reply
 
-    def _unreachable(self, exc: openai.APIConnectionError) -> Exception:
-        """A connection failure that used up an item's attempts; fatal if nothing ever answered."""
+    def _read(self, raw: Any) -> tuple[Reply, tuple[int, int]]:
+        """The reply and its (prompt, completion) tokens; fatal if it is no chat completion."""
+        from openai.types.chat import ChatCompletion
+
+        try:
+            completion = raw.parse()
+            if not isinstance(completion, ChatCompletion):
+                raise TypeError("not a chat completion")
+            choice = completion.choices[0] if completion.choices else None
+            usage = completion.usage
+            prompt_tokens = usage.prompt_tokens if usage else 0
+            completion_tokens = usage.completion_tokens if usage else 0
+            details = usage.prompt_tokens_details if usage else None
+            reply = Reply(
+                content=(choice.message.content or "") if choice else "",
+                finish_reason=choice.finish_reason if choice else None,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                cached_input_tokens=(details.cached_tokens or 0) if details else 0,
+            )
+        except (ValueError, TypeError, AttributeError, IndexError):
+            content_type = raw.headers.get("content-type", "no content type").split(";")[0]
+            what = "an HTML page" if "html" in content_type else f"a {content_type} body"
+            if self._completions == 0:
+                raise self.health.not_openai(what) from None
+            message = f"the server answered with {what}, not a chat completion"
+            raise NotAnOpenAIAnswer(message) from None
+        self._completions += 1
+        return reply, (prompt_tokens, completion_tokens)
+
+    def _final(self, exc: Exception, mode: Mode) -> Exception:
+        """Turn the last failure of an item into the exception the caller acts on."""
         import openai
 
-        if self.answered == 0 and not isinstance(exc, openai.APITimeoutError):
-            self._unreachable_items += 1
-            # Two items in a row that never reached the server: stop rather than try 10k more.
-            if self._unreachable_items >= 2:
-                where = public_url(self.config.effective_base_url)
-                return FatalAPIError(
-                    f"cannot connect to {where}: is the server running and the network up? "
-                    "check --base-url / OPENAI_BASE_URL"
-                )
-        return RequestFailed(describe(exc))
+        if isinstance(exc, openai.APIStatusError):
+            return self._classify(exc, mode)
+        if not isinstance(exc, openai.APIConnectionError | RequestTimedOut | NotAnOpenAIAnswer):
+            return exc  # SendingStopped, a spend limit, a bug: the runner deals with it
+        reason = describe(exc, self.config.timeout)
+        if is_transient(exc):
+            return self._item_failed(reason)
+        return RequestFailed(reason)
+
+    def _item_failed(self, reason: str) -> Exception:
+        fatal = self.health.item_failed(reason)
+        if fatal is not None:
+            self.gate.stop(str(fatal))
+            return fatal
+        return RequestFailed(reason)
 
     def _classify(self, exc: openai.APIStatusError, mode: Mode) -> Exception:
         """Turn a final HTTP error into the exception the caller acts on."""
-        where = public_url(self.config.effective_base_url)
-        message = redact(str(exc.message), self._secret)
+        where = self.where
+        message = redact(server_message(exc), self._secret)
+        fatal: FatalAPIError | None = None
         if exc.status_code in (401, 403):
-            return FatalAPIError(
+            fatal = FatalAPIError(
                 f"{where} refused the API key (HTTP {exc.status_code}): check OPENAI_API_KEY "
                 "in .env or pass --api-key"
             )
-        if exc.status_code == 404:
-            return FatalAPIError(
+        elif exc.status_code == 404:
+            fatal = FatalAPIError(
                 f"model '{self.config.model}' was not found at {where} (HTTP 404): check --model "
-                "/ TAGGER_MODEL and --base-url"
+                f"/ TAGGER_MODEL and --base-url{offered_models_hint(self.config)}"
             )
-        if exc.status_code == 429 and exc.code == "insufficient_quota":
-            return FatalAPIError(
+        elif exc.status_code == 429 and exc.code == "insufficient_quota":
+            fatal = FatalAPIError(
                 f"{where}: quota exceeded (HTTP 429 insufficient_quota): {message}"
             )
-        if _is_format_rejection(exc, mode):
+        if fatal is not None:
+            self.gate.stop(str(fatal))  # not one more request, from any abstract
+            return fatal
+        if is_format_rejection(exc, mode):
             return FormatRejected(message)
-        return RequestFailed(redact(describe(exc), self._secret))
+        reason = f"HTTP {exc.status_code}: {message}"
+        return self._item_failed(reason) if is_transient(exc) else RequestFailed(reason)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import IO, Any
 
+from tagger.errors import OutputError
 from tagger.inputs import Abstract
 
 ROW_FIELDS = (
@@ -70,44 +70,55 @@ def partial_path(output: Path) -> Path:
 
 
 class JsonlWriter:
-    """Writes rows to OUTPUT.partial and renames it over OUTPUT only when complete.
+    """Writes rows as JSON lines to a stream; a failed write is an OutputError, not a traceback."""
 
-    A kill at any moment leaves the previous complete OUTPUT untouched; the next run
-    rebuilds everything, answered rows coming from the cache.
-    """
-
-    def __init__(self, output: Path | None) -> None:
-        self.output = output
+    def __init__(self, stream: IO[str], name: Path | str) -> None:
+        self.name = name
         self.rows = 0
-        self._stream: IO[str]
-        if output is None:
-            self._stream = sys.stdout
-        else:
-            output.parent.mkdir(parents=True, exist_ok=True)
-            self._stream = partial_path(output).open("w", encoding="utf-8", newline="\n")
+        self._stream = stream
 
     def write(self, row: dict[str, Any]) -> None:
         """Append one row."""
-        self._stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+        try:
+            self._stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+        except BrokenPipeError:
+            raise  # a reader of standard output went away: the CLI says so
+        except OSError as exc:
+            raise write_failed(self.name, exc) from exc
         self.rows += 1
 
-    def commit(self) -> None:
-        """Make the written rows the output file."""
-        self._stream.flush()
-        if self.output is None:
-            return
-        os.fsync(self._stream.fileno())
-        self._stream.close()
-        os.replace(partial_path(self.output), self.output)
+    def flush(self) -> None:
+        """Push buffered rows to the operating system."""
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise write_failed(self.name, exc) from exc
 
-    def abandon(self) -> None:
-        """Close without replacing the output (the .partial file stays for inspection)."""
-        if self.output is not None and not self._stream.closed:
-            self._stream.close()
+
+def write_failed(name: object, exc: OSError) -> OutputError:
+    """The one-line error for an output that could not be written."""
+    return OutputError(
+        f"cannot write {name}: {exc.strerror or type(exc).__name__}: free space "
+        "or choose another -o, then rerun"
+    )
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     """Write JSON to path via a temporary file and rename, so readers never see half a file."""
+    os.replace(write_json_temporary(path, data), path)
+
+
+def write_json_temporary(path: Path, data: dict[str, Any]) -> Path:
+    """Write JSON beside path in a temporary file (removed again if writing fails); return it."""
     temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
+    try:
+        with temporary.open("w", encoding="utf-8") as handle:
+            handle.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise write_failed(path, exc) from exc
+    return temporary

@@ -13,18 +13,36 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tagger.errors import ConfigError
 
-# US dollars per million tokens (input, cached input, output), list prices; override with
-# --prices. "Cached input" is the provider's discount for a prompt prefix it has seen recently:
-# tagger's prompts put the long fixed part first, so most input tokens get it.
-DEFAULT_PRICES: dict[str, tuple[float, float, float]] = {
-    "gpt-4o-mini": (0.15, 0.075, 0.60),
-    "gpt-4o": (2.50, 1.25, 10.00),
+# US dollars per million tokens (input, cached input, output): OpenAI's standard-tier list prices
+# as of November 2025; override with --prices. "Cached input" is the provider's discount for a
+# prompt prefix it has seen recently (None: no discount): tagger's prompts put the long fixed part
+# first, so most input tokens get it. A dated snapshot takes its family's price, so a name that
+# starts like a family but is priced apart ("gpt-5-pro", "o3-pro") needs its own line.
+DEFAULT_PRICES: dict[str, tuple[float, float | None, float]] = {
+    "gpt-5": (1.25, 0.125, 10.00),
+    "gpt-5.1": (1.25, 0.125, 10.00),
+    "gpt-5-mini": (0.25, 0.025, 2.00),
+    "gpt-5-nano": (0.05, 0.005, 0.40),
+    "gpt-5-pro": (15.00, None, 120.00),
     "gpt-4.1": (2.00, 0.50, 8.00),
     "gpt-4.1-mini": (0.40, 0.10, 1.60),
     "gpt-4.1-nano": (0.10, 0.025, 0.40),
-    "gpt-5": (1.25, 0.125, 10.00),
-    "gpt-5-mini": (0.25, 0.025, 2.00),
-    "gpt-5-nano": (0.05, 0.005, 0.40),
+    "gpt-4o": (2.50, 1.25, 10.00),
+    "gpt-4o-2024-05-13": (5.00, None, 15.00),
+    "chatgpt-4o-latest": (5.00, None, 15.00),
+    "gpt-4o-mini": (0.15, 0.075, 0.60),
+    "o3": (2.00, 0.50, 8.00),
+    "o3-pro": (20.00, None, 80.00),
+    "o3-deep-research": (10.00, 2.50, 40.00),
+    "o3-mini": (1.10, 0.55, 4.40),
+    "o4-mini": (1.10, 0.275, 4.40),
+    "o4-mini-deep-research": (2.00, 0.50, 8.00),
+    "o1": (15.00, 7.50, 60.00),
+    "o1-pro": (150.00, None, 600.00),
+    "o1-mini": (1.10, 0.55, 4.40),
+    "gpt-4-turbo": (10.00, None, 30.00),
+    "gpt-4": (30.00, None, 60.00),
+    "gpt-3.5-turbo": (0.50, None, 1.50),
 }
 # Characters per token for English-like text; CJK characters count about one token each.
 CHARS_PER_TOKEN = 4.0

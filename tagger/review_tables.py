@@ -7,6 +7,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from tagger.terminal import cell, printable
+
 _MATRIX_MAX = 5  # more areas than this print as a list
 
 
@@ -22,7 +24,7 @@ def print_eval(report: dict[str, Any], title: str) -> None:
     """Print an eval report: metrics, then the task-area confusions."""
     console = Console()
     cov, area, tags, summ = (report[k] for k in ("coverage", "task_area", "method_tags", "summary"))
-    table = Table(title=title, show_header=False)
+    table = Table(title=cell(title), show_header=False)
     table.add_row("gold ids in run", f"{cov['found']}/{cov['gold']} ({_pct(cov['share'])})")
     table.add_row("errored in run", str(cov["errored"]))
     table.add_row(
@@ -45,16 +47,16 @@ def print_eval(report: dict[str, Any], title: str) -> None:
         pairs.sort(key=lambda item: (item[0] == item[1], -item[2], item[0], item[1]))
         listing = Table("gold", "predicted", "count", title="task areas: confusions first")
         for gold_area, predicted, count in pairs:
-            listing.add_row(gold_area, predicted, str(count))
+            listing.add_row(cell(gold_area), cell(predicted), str(count))
         console.print(listing)
     elif labels:
         confusion = Table(title="task areas: gold (rows) × predicted (columns)")
         confusion.add_column("gold \\ predicted")
         for label in labels:
-            confusion.add_column(label, justify="right")
+            confusion.add_column(cell(label), justify="right")
         for gold_area in labels:
             cells = area["confusion"][gold_area]
-            confusion.add_row(gold_area, *(str(cells[p] or "·") for p in labels))
+            confusion.add_row(cell(gold_area), *(str(cells[p] or "·") for p in labels))
         console.print(confusion)
 
 
@@ -62,8 +64,12 @@ def print_compare(report: dict[str, Any], limit: int) -> None:
     """Print a comparison: both sides, totals, verdicts against gold, changed rows."""
     console = Console()
     totals = report["totals"]
-    console.print(f"A: {report['a_file']} — {report['a']}", highlight=False, markup=False)
-    console.print(f"B: {report['b_file']} — {report['b']}", highlight=False, markup=False)
+    console.print(
+        printable(f"A: {report['a_file']} — {report['a']}"), highlight=False, markup=False
+    )
+    console.print(
+        printable(f"B: {report['b_file']} — {report['b']}"), highlight=False, markup=False
+    )
     table = Table(show_header=False, title="totals")
     table.add_row("rows compared", str(totals["compared"]))
     table.add_row("only in A / only in B", f"{totals['only_a']} / {totals['only_b']}")
@@ -75,7 +81,7 @@ def print_compare(report: dict[str, Any], limit: int) -> None:
         verdicts = Table("metric", "A", "B", "winner", title="against gold")
         for item in report["verdicts"]:
             show = _METRIC_FORMAT.get(item["metric"].split(".")[0], _pct)
-            verdicts.add_row(item["label"], show(item["a"]), show(item["b"]), item["winner"])
+            verdicts.add_row(item["label"], show(item["a"]), show(item["b"]), cell(item["winner"]))
         console.print(verdicts)
     changed = [
         r
@@ -90,7 +96,12 @@ def print_compare(report: dict[str, Any], limit: int) -> None:
         tags = " ".join(
             [*(f"-{t}" for t in row["tags_removed"]), *(f"+{t}" for t in row["tags_added"])]
         )
-        rows.add_row(row["id"], area, tags or "=", "changed" if row["summary_changed"] else "=")
+        rows.add_row(
+            cell(row["id"]),
+            cell(area),
+            cell(tags or "="),
+            "changed" if row["summary_changed"] else "=",
+        )
     console.print(rows)
     if len(changed) > limit:
         console.print(f"… {len(changed) - limit} more changed rows (use --limit or -o)")
@@ -109,7 +120,7 @@ def print_tags(report: dict[str, Any], top: int) -> None:
     title = f"{report['distinct']} distinct tags over {report['rows']} ok rows"
     frequent = Table("tag", "count", title=title)
     for item in report["frequencies"][:top]:
-        frequent.add_row(item["tag"], str(item["count"]))
+        frequent.add_row(cell(item["tag"]), str(item["count"]))
     console.print(frequent)
     clusters = Table("canonical", "variants (count → mapped to)", "state", title="near-duplicates")
     for cluster in report["clusters"]:
@@ -118,7 +129,9 @@ def print_tags(report: dict[str, Any], top: int) -> None:
             for v in cluster["variants"]
         )
         clusters.add_row(
-            cluster["canonical"], variants, "mapped" if cluster["mapped"] else "unmapped"
+            cell(cluster["canonical"]),
+            cell(variants),
+            "mapped" if cluster["mapped"] else "unmapped",
         )
     console.print(clusters)
     if any(not c["mapped"] for c in report["clusters"]):

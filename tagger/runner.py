@@ -7,27 +7,26 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 from tagger.cache import AnswerCache
-from tagger.errors import FatalAPIError, UsageError
+from tagger.errors import CacheWriteError, FatalAPIError, TaggerError, UsageError
 from tagger.inputs import Abstract
 from tagger.llm import LLMClient
 from tagger.output import JsonlWriter, build_row
 from tagger.plan import RunPlan
 from tagger.pricing import PriceTable
-from tagger.ratelimit import SendingStopped
+from tagger.progress import (
+    ANSWER_FAILED,
+    ANSWER_NOT_RUN,
+    ANSWER_OK,
+    LiveCounts,
+    ProgressSink,
+    stop_advice,
+)
+from tagger.ratelimit import BudgetExceeded, SendingStopped
 from tagger.tagging import ItemTagger, Outcome
 
 NOT_RUN_PREFIX = "not run: "
-NOT_RUN = NOT_RUN_PREFIX + "{reason}; rerun the same command to finish"
-
-
-class ProgressSink(Protocol):
-    """Receives each row as it is written (the CLI draws a progress bar from it)."""
-
-    def advance(self, row: dict[str, Any]) -> None:
-        """One more row written."""
 
 
 @dataclass
@@ -50,9 +49,11 @@ class RunStats:
     mode: str | None = None
     mode_fallbacks: list[str] = field(default_factory=list)
     stop_reason: str | None = None
+    stop_advice: str | None = None
     interrupted: bool = False
     rate_limit_pause: float = 0.0
     learned_limits: list[str] = field(default_factory=list)
+    kept_output: str | None = None  # where this run's rows are when the old output was kept
 
 
 @dataclass
@@ -61,6 +62,7 @@ class _Pending:
     outcome: Outcome | asyncio.Future[Outcome]
     cached: bool
     shared: bool = False  # a repeat of an abstract already in flight: its tokens count once
+    key: str = ""  # the cache key: repeats share a request only when they would share an answer
 
 
 class BatchRunner:
@@ -86,15 +88,21 @@ class BatchRunner:
         self.prices = prices
         self.stats = RunStats()
         self.stop_reason: str | None = None
+        self.stop_advice = ""
         self.fatal: Exception | None = None
         self._inflight: dict[str, asyncio.Future[Outcome]] = {}
         self._refreshed: set[str] = set()
         self._run_fields = plan.run_fields()
 
-    def request_stop(self, reason: str, *, interrupted: bool = False) -> None:
+    def request_stop(self, reason: str, *, interrupted: bool = False, limit: bool = False) -> None:
         """Stop sending new requests; the rest of the rows are written as not run."""
         if self.stop_reason is None:
             self.stop_reason = reason
+            self.stop_advice = stop_advice(
+                limit=limit,
+                fatal=self.fatal is not None,
+                cached=self.cache is not None,
+            )
         self.client.gate.stop(reason)  # requests queued for a slot are not sent either
         self.stats.interrupted = self.stats.interrupted or interrupted
 
@@ -105,6 +113,7 @@ class BatchRunner:
         # (a hang, a long retry) does not stall the others; each waiting row costs ~2 KB.
         window = max(1024, self.config.concurrency * 16)
         pending: deque[_Pending] = deque()
+        self.progress.started(self.live)
         try:
             for abstract in abstracts:
                 if abstract.index % 256 == 0:
@@ -121,28 +130,41 @@ class BatchRunner:
             self.cancel_inflight()
             self.stats.duration = time.monotonic() - started
             self._finish_stats()
+            self.progress.finished(self.stats)
         if self.fatal is not None:
             raise self.fatal
         return self.stats
 
     def _start(self, abstract: Abstract) -> _Pending:
         key = self.plan.item_key(abstract)
-        cached = self._cached(abstract.id, key)
+        cached = self._cached(key)
         if cached is not None:
+            self.progress.answered(ANSWER_OK)
             return _Pending(abstract, cached, cached=True)
-        shared = self._inflight.get(abstract.id)
-        if shared is not None:  # the same abstract earlier in the input: send it once
+        # Keyed like the cache (title + text), so a rerun answers every row as this run did.
+        shared = self._inflight.get(key)
+        if shared is not None:  # the same abstract and title earlier in the input: send it once
+            shared.add_done_callback(self._on_answer)
             return _Pending(abstract, shared, cached=False, shared=True)
         if self.stop_reason is not None:
-            reason = NOT_RUN.format(reason=self.stop_reason)
-            return _Pending(abstract, Outcome(error=reason), cached=False)
+            self.progress.answered(ANSWER_NOT_RUN)
+            return _Pending(abstract, Outcome(error=self._not_run(self.stop_reason)), cached=False)
         task = asyncio.ensure_future(self._tag_and_store(abstract, key))
         task.add_done_callback(self._on_done)
-        self._inflight[abstract.id] = task
-        return _Pending(abstract, task, cached=False)
+        task.add_done_callback(self._on_answer)
+        self._inflight[key] = task
+        return _Pending(abstract, task, cached=False, key=key)
 
-    def _cached(self, item_id: str, key: str) -> Outcome | None:
-        if self.cache is None or (self.config.refresh and item_id not in self._refreshed):
+    def _not_run(self, reason: object) -> str:
+        return f"{NOT_RUN_PREFIX}{reason}; {self.stop_advice or 'rerun the same command to finish'}"
+
+    def live(self) -> LiveCounts:
+        """Retries so far, requests in flight and the rate-limit pause left."""
+        gate = self.client.gate.snapshot()
+        return LiveCounts(self.client.retries, gate.in_flight, gate.pause_left)
+
+    def _cached(self, key: str) -> Outcome | None:
+        if self.cache is None or (self.config.refresh and key not in self._refreshed):
             return None
         entry = self.cache.get(key)
         if entry is None or not isinstance(entry.get("answer"), dict):
@@ -163,19 +185,23 @@ class BatchRunner:
         self.stats.cached_input_tokens += outcome.cached_input_tokens
         self.stats.repairs += outcome.repairs
         if outcome.answer is not None and self.cache is not None:
-            # Committed the moment it is validated: a crash later never costs this request again.
-            self.cache.put(
-                key,
-                {
-                    "answer": outcome.answer,
-                    "prompt_tokens": outcome.prompt_tokens,
-                    "completion_tokens": outcome.completion_tokens,
-                    "cached_input_tokens": outcome.cached_input_tokens,
-                    "mode": outcome.mode,
-                },
-            )
+            entry = {
+                "answer": outcome.answer,
+                "prompt_tokens": outcome.prompt_tokens,
+                "completion_tokens": outcome.completion_tokens,
+                "cached_input_tokens": outcome.cached_input_tokens,
+                "mode": outcome.mode,
+            }
+            try:
+                # Committed the moment it is validated: a crash later never costs it again.
+                self.cache.put(key, entry)
+            except CacheWriteError as exc:
+                # This answer is paid for: its row is written all the same. Sending more would
+                # pay for answers that cannot be kept.
+                self.request_stop(str(exc))
+                return outcome
             if self.config.refresh:
-                self._refreshed.add(abstract.id)
+                self._refreshed.add(key)
         return outcome
 
     def _on_done(self, task: asyncio.Future[Outcome]) -> None:
@@ -183,11 +209,14 @@ class BatchRunner:
             return
         exc = task.exception()
         if isinstance(exc, SendingStopped):
-            self.request_stop(str(exc))
+            self.request_stop(str(exc), limit=isinstance(exc, BudgetExceeded))
         elif isinstance(exc, FatalAPIError | UsageError) and self.fatal is None:
             self.fatal = exc
             self.request_stop(str(exc))
             self.cancel_inflight()
+
+    def _on_answer(self, task: asyncio.Future[Outcome]) -> None:
+        self.progress.answered(_status(self._result_of(task)))
 
     def _cost(self) -> float | None:
         return self.prices.cost(
@@ -200,7 +229,7 @@ class BatchRunner:
     def _write(self, item: _Pending) -> None:
         outcome = self._result(item)
         if not item.shared and isinstance(item.outcome, asyncio.Future):
-            self._inflight.pop(item.abstract.id, None)
+            self._inflight.pop(item.key, None)
         row = build_row(
             item.abstract,
             self._run_fields,
@@ -215,24 +244,26 @@ class BatchRunner:
         self.writer.write(row)
         stats = self.stats
         stats.items += 1
-        stats.ok += outcome.answer is not None
-        if outcome.answer is None:
-            if (outcome.error or "").startswith(NOT_RUN_PREFIX):
-                stats.not_run += 1
-            else:
-                stats.failed += 1
+        status = _status(outcome)
+        stats.ok += status == ANSWER_OK
+        stats.failed += status == ANSWER_FAILED
+        stats.not_run += status == ANSWER_NOT_RUN
         stats.cached += item.cached
-        self.progress.advance(row)
+        self.progress.written(row)
 
     def _result(self, item: _Pending) -> Outcome:
         if not isinstance(item.outcome, asyncio.Future):
             return item.outcome
-        future = item.outcome
+        return self._result_of(item.outcome)
+
+    def _result_of(self, future: asyncio.Future[Outcome]) -> Outcome:
         if future.cancelled():
-            return Outcome(error=NOT_RUN.format(reason=self.stop_reason or "cancelled"))
+            return Outcome(error=self._not_run(self.stop_reason or "cancelled"))
         exc = future.exception()
         if isinstance(exc, SendingStopped):
-            return Outcome(error=NOT_RUN.format(reason=exc))
+            return Outcome(error=self._not_run(exc))
+        if isinstance(exc, TaggerError):  # its message is written for the user: no class name
+            return Outcome(error=f"failed: {exc}")
         if exc is not None:
             return Outcome(error=f"failed: {type(exc).__name__}: {exc}")
         return future.result()
@@ -250,8 +281,17 @@ class BatchRunner:
         stats.mode = self.tagger.probe.mode.value if self.tagger.probe.settled else None
         stats.mode_fallbacks = list(self.tagger.probe.fallbacks)
         stats.stop_reason = self.stop_reason
+        stats.stop_advice = self.stop_advice or None
         stats.rate_limit_pause = round(self.client.gate.paused_seconds, 3)
         stats.learned_limits = list(self.client.gate.learned)
+
+
+def _status(outcome: Outcome) -> str:
+    if outcome.answer is not None:
+        return ANSWER_OK
+    if (outcome.error or "").startswith(NOT_RUN_PREFIX):
+        return ANSWER_NOT_RUN
+    return ANSWER_FAILED
 
 
 def _is_ready(item: _Pending) -> bool:

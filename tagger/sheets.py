@@ -6,10 +6,11 @@ import csv
 import io
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from tagger.csvrows import allow_long_cells, csv_problem, guess_delimiter
 from tagger.errors import UsageError
 
 SHEET_COLUMNS = (
@@ -19,9 +20,9 @@ SHEET_COLUMNS = (
 )  # fmt: skip
 SHEET_SUFFIXES = (".csv", ".xlsx")
 TAG_SEPARATOR = "; "
-# A spreadsheet treats a cell starting with one of these as a formula (tab and CR too:
-# some apps strip them and then see the formula behind).
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# A spreadsheet treats a cell starting with one of these as a formula. Control characters
+# count too (tab, CR, \x01, ...): apps and XML strip them and then see the formula behind.
+FORMULA_STARTS = ("=", "+", "-", "@", *map(chr, range(32)))
 NEUTRAL_PREFIX = "'"
 BOM = "\ufeff"
 
@@ -44,7 +45,7 @@ def sheet_format(path: Path) -> str:
 
 
 def neutralise(text: str) -> str:
-    """Make text inert in a spreadsheet: prefix ' when it would start a formula."""
+    """Make final cell text inert in a spreadsheet: prefix ' when it would start a formula."""
     # Text that already reads "'=..." gets a quote too, or restore() would eat its own.
     return NEUTRAL_PREFIX + text if text.lstrip(NEUTRAL_PREFIX).startswith(FORMULA_STARTS) else text
 
@@ -72,13 +73,18 @@ def lf_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def cell_text(text: str, *, xlsx: bool = False) -> str:
+    """Text exactly as it will be written, neutralised last so no later step can undo it."""
+    if xlsx:
+        text = _XML_ILLEGAL_RE.sub("", lf_newlines(text))
+    return neutralise(text)
+
+
 def sheet_cell(value: Any, *, xlsx: bool = False) -> Cell:
     """A value as a safe cell: numbers stay numbers, everything else becomes neutralised text."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return value
-    text = _text(value)
-    # Newlines first, so a leading \r that XLSX turns into \n is not quoted needlessly.
-    return neutralise(lf_newlines(text) if xlsx else text)
+    return cell_text(_text(value), xlsx=xlsx)
 
 
 def run_row_to_sheet(row: dict[str, Any]) -> dict[str, Any]:
@@ -137,7 +143,8 @@ def _write_csv(path: Path, columns: Sequence[str], cells: list[list[Cell]], *, b
 
 def _set_text(cell: Any, value: str) -> None:
     # Assigning a str starting with "=" would make openpyxl store a formula; force a string.
-    cell.value = _XML_ILLEGAL_RE.sub("", value)
+    # The value is final (see cell_text): changing it here could revive a neutralised formula.
+    cell.value = value
     cell.data_type = "s"
 
 
@@ -181,7 +188,7 @@ def _write_xlsx(
             summary.cell(row=1, column=col).font = Font(bold=True)
         for r, (kind, name, number) in enumerate(counts, start=2):
             _set_text(summary.cell(row=r, column=1), kind)
-            _set_text(summary.cell(row=r, column=2), neutralise(lf_newlines(name)))
+            _set_text(summary.cell(row=r, column=2), cell_text(name, xlsx=True))
             summary.cell(row=r, column=3).value = number
         summary.freeze_panes = "A2"
         summary.auto_filter.ref = f"A1:C{len(counts) + 1}"
@@ -191,17 +198,6 @@ def _write_xlsx(
         book.save(path)
     except OSError as exc:
         raise UsageError(f"{path}: cannot write ({exc.strerror or exc})") from exc
-
-
-def _cell_text(value: Any) -> str:
-    """A read cell as text; integral floats (Excel stores numbers as floats) lose the .0."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
 
 
 def read_sheet(
@@ -214,25 +210,24 @@ def read_sheet(
     kind = sheet_format(path)
     if not path.is_file():
         raise UsageError(f"{path}: no such file")
-    table = _read_csv(path) if kind == "csv" else _read_xlsx(path)
-    if not table:
+    if kind == "csv":
+        table: Iterator[list[str]] = iter(_read_csv(path))
+    else:
+        from tagger.xlsxread import read_xlsx_rows
+
+        table = read_xlsx_rows(path)
+    first = next(table, None)
+    if first is None:
         raise UsageError(f"{path}: empty sheet; expected a header row")
-    header = [name.strip() for name in table[0]]
+    header = [name.strip() for name in first]
     rows: list[tuple[int, dict[str, str]]] = []
-    for number, values in enumerate(table[1:], start=2):
+    # Rows are kept only when they hold something: a sheet's empty rows cost nothing.
+    for number, values in enumerate(table, start=2):
         if not any(value.strip() for value in values):
             continue
         padded = values + [""] * (len(header) - len(values))
-        rows.append(
-            (
-                number,
-                {
-                    name: v if raw else restore(v)
-                    for name, v in zip(header, padded, strict=False)
-                    if name
-                },
-            )
-        )
+        cells = zip(header, padded, strict=False)
+        rows.append((number, {name: v if raw else restore(v) for name, v in cells if name}))
     return header, rows
 
 
@@ -245,26 +240,12 @@ def _read_csv(path: Path) -> list[list[str]]:
         raise UsageError(
             f"{path}: not UTF-8 (byte {exc.start}); save it as 'CSV UTF-8' or use .xlsx"
         ) from exc
-    first = text.split("\n", 1)[0]
+    allow_long_cells()
     # Excel in many European locales saves CSV with ";" between fields.
-    delimiter = ";" if first.count(";") > first.count(",") else ","
+    delimiter = guess_delimiter(re.split(r"[\r\n]", text, maxsplit=1)[0])
+    # newline="" keeps \r\n and a lone \r inside quoted cells exactly as written.
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     try:
-        # newline="" keeps \r\n and a lone \r inside quoted cells exactly as written.
-        stream = io.StringIO(text, newline="")
-        return [list(row) for row in csv.reader(stream, delimiter=delimiter)]
+        return [list(row) for row in reader]
     except csv.Error as exc:
-        raise UsageError(f"{path}: malformed CSV: {exc}") from exc
-
-
-def _read_xlsx(path: Path) -> list[list[str]]:
-    from openpyxl import load_workbook
-
-    try:
-        book = load_workbook(path, read_only=True, data_only=True)
-    except Exception as exc:  # openpyxl raises many types for a damaged or foreign file
-        raise UsageError(f"{path}: cannot open as .xlsx ({exc})") from exc
-    try:
-        sheet = book.worksheets[0]
-        return [[_cell_text(value) for value in row] for row in sheet.iter_rows(values_only=True)]
-    finally:
-        book.close()
+        raise UsageError(f"{path}:{reader.line_num}: {csv_problem(exc)}") from exc

@@ -3,54 +3,28 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import re
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from tagger.answers import InvalidAnswer, extract_json
 from tagger.config import Mode
 from tagger.errors import ConfigError
+from tagger.formats import instructions_for
 from tagger.llm import AttemptBudget, FormatRejected, LLMClient, RequestFailed
 from tagger.pricing import estimate_tokens
 from tagger.prompts import Prompt
-from tagger.schema import format_instructions, format_validation_error
+from tagger.schema import format_validation_error
 from tagger.taxonomy import Taxonomy
 
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
-# Reasoning models served locally (DeepSeek-R1, QwQ on Ollama/vLLM) think aloud before answering.
-_THINKING = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
+__all__ = ["InvalidAnswer", "ItemTagger", "ModeProbe", "Outcome", "extract_json"]
+log = logging.getLogger(__name__)
 REPAIR_REQUEST = (
     "Your previous reply could not be used: {problems}\n"
     "Reply again with only the corrected JSON object."
 )
-
-
-class InvalidAnswer(ValueError):
-    """The reply holds no usable JSON object."""
-
-
-def extract_json(content: str) -> dict[str, Any]:
-    """The JSON object in a reply: bare, in a fenced block, or embedded in prose."""
-    text = _THINKING.sub("", content).strip()
-    candidates = [text, *(block.strip() for block in _FENCE.findall(text))]
-    for candidate in candidates:
-        try:
-            value = json.loads(candidate)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            return value
-    decoder = json.JSONDecoder()
-    for start in (i for i, ch in enumerate(text) if ch == "{"):
-        try:
-            value, _end = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            return value
-    raise InvalidAnswer("the reply is not a JSON object" if text else "the reply is empty")
 
 
 @dataclass
@@ -68,14 +42,47 @@ class Outcome:
 
 
 class ModeProbe:
-    """Finds, once per run, which structured-output mode the server accepts."""
+    """Finds, once per run, which structured-output mode the server accepts.
+
+    One abstract at a time probes; the others wait only until a reply shows the server works
+    and takes the mode (any answer but a 5xx or a rejection of the mode), or a request timed
+    out, and then all send in the best mode known. While the server fails every request, the
+    abstracts take turns probing, so a dead server meets one abstract's retries at a time.
+    """
 
     def __init__(self, forced: Mode | None) -> None:
         self.mode = forced or Mode.JSON_SCHEMA
         self.forced = forced is not None
-        self.settled = self.forced
-        self.lock = asyncio.Lock()
+        self.settled = self.forced  # a server accepted self.mode (recorded in the manifest)
         self.fallbacks: list[str] = []
+        self.released = self.forced
+        self._probing = False
+        self._changed = asyncio.Event()
+
+    async def turn(self) -> bool:
+        """Wait until this abstract may send; True if it is the one probing."""
+        while not self.released:
+            if not self._probing:
+                self._probing = True
+                return True
+            changed = self._changed
+            await changed.wait()
+        return False
+
+    def release(self) -> None:
+        """Let every abstract send from now on."""
+        if not self.released:
+            self.released = True
+            self._signal()
+
+    def probe_ended(self) -> None:
+        """The probing abstract is done: another one probes if nobody was released yet."""
+        self._probing = False
+        self._signal()
+
+    def _signal(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
 
     def downgrade(self, rejected: Mode, reason: str) -> None:
         """Move to the next weaker mode after the server rejected `rejected`."""
@@ -90,6 +97,7 @@ class ModeProbe:
         if self.mode is rejected:
             self.mode = weaker
             self.fallbacks.append(f"{rejected.value} -> {weaker.value}: {reason}"[:200])
+            log.info("the server rejected %s, falling back to %s: %s", rejected, weaker, reason)
 
 
 def render_messages(
@@ -101,7 +109,7 @@ def render_messages(
     mode: Mode,
 ) -> list[dict[str, str]]:
     """The messages for one abstract; weaker modes carry the schema in the prompt."""
-    instructions = "" if mode is Mode.JSON_SCHEMA else format_instructions(schema)
+    instructions = instructions_for(mode, schema)
     return prompt.render(
         abstract=text, title=title, areas=taxonomy.render(), format_instructions=instructions
     )
@@ -127,13 +135,14 @@ class ItemTagger:
 
     async def tag(self, text: str, title: str | None) -> Outcome:
         """Tag one abstract; never raises for per-item failures."""
-        if not self.probe.settled:
-            async with self.probe.lock:
-                if not self.probe.settled:
-                    return await self._tag(text, title)
-        return await self._tag(text, title)
+        if not await self.probe.turn():
+            return await self._tag(text, title, probing=False)
+        try:
+            return await self._tag(text, title, probing=True)
+        finally:
+            self.probe.probe_ended()
 
-    async def _tag(self, text: str, title: str | None) -> Outcome:
+    async def _tag(self, text: str, title: str | None, *, probing: bool) -> Outcome:
         outcome = Outcome()
         budget = AttemptBudget(self.max_attempts)
         params = dict(self.prompt.params)
@@ -149,6 +158,7 @@ class ItemTagger:
                     params=params,
                     budget=budget,
                     estimated_tokens=estimate_tokens(messages, params),
+                    on_reply=self.probe.release if probing else None,
                 )
             except FormatRejected as exc:
                 self.probe.downgrade(mode, str(exc))
@@ -169,11 +179,17 @@ class ItemTagger:
                 if length_retries > 0 and budget.remaining > 0 and isinstance(limit, int):
                     length_retries -= 1
                     params["max_tokens"] = limit * 2
+                    log.info(
+                        "answer cut off at max_tokens=%d: asking again with %d", limit, limit * 2
+                    )
                     continue
+                # The prompt's own value: that is the number the user can change.
+                asked = self.prompt.params.get("max_tokens")
+                retried = ", also when asked again with twice that" if limit != asked else ""
                 return self._fail(
                     outcome,
                     budget,
-                    f"answer cut off at max_tokens={limit} (finish_reason=length): "
+                    f"answer cut off at max_tokens={asked} (finish_reason=length{retried}): "
                     "raise max_tokens in the prompt's [params]",
                 )
             try:
@@ -184,6 +200,7 @@ class ItemTagger:
                 )
                 if outcome.repairs < self.repair_turns and budget.remaining > 0:
                     outcome.repairs += 1
+                    log.info("invalid answer, repair turn %d: %s", outcome.repairs, problems)
                     messages = [
                         *messages,
                         {"role": "assistant", "content": reply.content[:4000]},

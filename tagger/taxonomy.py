@@ -41,6 +41,7 @@ class Taxonomy:
     version: str
     areas: tuple[Area, ...]
     hash: str
+    labels_in_prompt: bool = True  # False: "- id: description", for short prompts
 
     # Cached: validation resolves an area and rendering lists them for every abstract.
     @cached_property
@@ -61,6 +62,8 @@ class Taxonomy:
 
     @cached_property
     def _rendered(self) -> str:
+        if not self.labels_in_prompt:
+            return "\n".join(f"- {a.id}: {a.description}" for a in self.areas)
         return "\n".join(f"- {a.id}: {a.label} — {a.description}" for a in self.areas)
 
     def render(self) -> str:
@@ -122,7 +125,12 @@ def load_taxonomy(prompts_dir: Path, version: str | None = None) -> Taxonomy:
         areas.append(area)
     if OTHER_AREA not in (a.id for a in areas):
         raise ConfigError(f"{path}: must include an area with id {OTHER_AREA!r}")
-    return Taxonomy(version=version, areas=tuple(areas), hash=digest)
+    labels_in_prompt = data.get("labels_in_prompt", True)
+    if not isinstance(labels_in_prompt, bool):
+        raise ConfigError(f"{path}: 'labels_in_prompt' must be true or false")
+    return Taxonomy(
+        version=version, areas=tuple(areas), hash=digest, labels_in_prompt=labels_in_prompt
+    )
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,26 @@
-"""Read a text file line by line, insisting it is UTF-8 text (not binary, not UTF-16)."""
+"""Read a text file line by line, insisting it is UTF-8 text (not binary, not UTF-16).
+
+Also parses one JSON line with its numbers bounded, for the readers of JSONL files.
+"""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, Any
 
 from tagger.errors import InputError
 
 _BINARY = "binary file, not text: give a .txt, .jsonl or .csv file"
 _SNIFF_BYTES = 8192
 _BOM = b"\xef\xbb\xbf"
+# In a file whose lines end in CR alone (old Mac files), a line ends at a CR, CRLF or LF.
+_CR_LINE_RE = re.compile(rb"[^\r\n]*(?:\r\n?|\n)")
+_BLOCK_BYTES = 1 << 16
+# Longer integers are no id or year; Python refuses to parse those over 4,300 digits anyway.
+MAX_NUMBER_DIGITS = 100
 
 
 def os_reason(exc: OSError) -> str:
@@ -38,8 +49,11 @@ def read_lines(path: Path) -> Iterator[tuple[int, str]]:
         if b"\x00" in head:
             line = head[: head.index(b"\x00")].count(b"\n") + 1
             raise InputError(path, line, _BINARY)
+        # Decided from the start of the file: in a LF or CRLF file a stray CR is not a line
+        # break (a CSV reader would otherwise start a new row in the middle of a cell).
+        lines = _cr_lines(handle) if b"\r" in head and b"\n" not in head else handle
         offset = 0
-        for number, raw in enumerate(handle, start=1):
+        for number, raw in enumerate(lines, start=1):
             chunk = raw[len(_BOM) :] if number == 1 and raw.startswith(_BOM) else raw
             if b"\x00" in chunk:
                 raise InputError(path, number, _BINARY)
@@ -54,3 +68,40 @@ def read_lines(path: Path) -> Iterator[tuple[int, str]]:
                 ) from exc
             offset += len(raw)
             yield number, text
+
+
+def _cr_lines(handle: IO[bytes]) -> Iterator[bytes]:
+    """Lines ending in CR (or CRLF or LF), each with its ending, read in blocks."""
+    unfinished: list[bytes] = []  # the line read so far, joined once its end is in sight
+    while True:
+        block = handle.read(_BLOCK_BYTES)
+        if block and b"\r" not in block and b"\n" not in block:
+            unfinished.append(block)
+            continue
+        buffer, position = b"".join(unfinished) + block, 0
+        # A CR at the very end may yet be half a CRLF: wait for the next block.
+        settled = len(buffer) - 1 if block and buffer.endswith(b"\r") else len(buffer)
+        while (match := _CR_LINE_RE.match(buffer, position)) is not None:
+            if match.end() > settled:
+                break
+            yield match.group()
+            position = match.end()
+        unfinished = [buffer[position:]]
+        if not block:
+            break
+    if unfinished[0]:
+        yield unfinished[0]  # the last line, without an ending
+
+
+def _bounded_int(digits: str) -> int:
+    if len(digits) > MAX_NUMBER_DIGITS:
+        raise ValueError(
+            f"a number with {len(digits):,} digits (at most {MAX_NUMBER_DIGITS}): "
+            "write it as a string"
+        )
+    return int(digits)
+
+
+def parse_json(text: str) -> Any:
+    """json.loads, refusing integers too long to be data (ValueError says which)."""
+    return json.loads(text, parse_int=_bounded_int)

@@ -177,3 +177,49 @@ def tagger_fake() -> Iterator[FakeLLM]:
 def tagger_cli(cli_env: Path, tagger_fake: FakeLLM, tmp_path: Path) -> TaggerCLI:
     """The CLI harness in an isolated environment, pointed at tagger_fake."""
     return TaggerCLI(tagger_fake, tmp_path)
+
+
+# --- Read-only files and directories, also when the tests run as root (chmod does not bind
+# --- root: then `chattr +i`), undone at teardown so tmp_path can be removed.
+import subprocess  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+
+
+def _writable(path: Path) -> bool:
+    """Whether this process can really write path (a file: open it; a directory: add a file)."""
+    try:
+        if path.is_dir():
+            probe = path / ".write-probe"
+            probe.touch()
+            probe.unlink()
+        else:
+            with path.open("a"):
+                pass
+    except OSError:
+        return False
+    return True
+
+
+@pytest.fixture
+def make_read_only() -> Iterator[Callable[[Path], None]]:
+    """A function making a path read-only for this process; skips the test if it cannot."""
+    undo: list[Callable[[], object]] = []
+
+    def apply(path: Path) -> None:
+        mode = path.stat().st_mode
+        path.chmod(mode & ~0o222)
+        undo.append(lambda: path.chmod(mode))
+        if not _writable(path):
+            return
+        try:
+            done = subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode
+        except FileNotFoundError:
+            done = 1
+        if done == 0:
+            undo.append(lambda: subprocess.run(["chattr", "-i", str(path)], capture_output=True))
+        if done != 0 or _writable(path):
+            pytest.skip("cannot make a path read-only here (root without chattr)")
+
+    yield apply
+    for step in reversed(undo):
+        step()

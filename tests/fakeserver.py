@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import hashlib
 import json
 import math
@@ -16,7 +17,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
@@ -25,7 +26,15 @@ from typing import Any
 _STATUS_FAULTS = ("429", "500", "502", "503", "408", "400", "401", "403", "404", "422")
 FAULTS = frozenset(
     ("ok", "drop", "hang", "invalid_json", "schema_invalid", "truncated", *_STATUS_FAULTS)
-)
+) | {"trickle", "html", "not_json"}
+# 200 answers that are not an OpenAI JSON body (a wrong base URL, a web server, a proxy page).
+_RAW_BODIES = {
+    "html": (
+        "text/html; charset=utf-8",
+        b"<!DOCTYPE html><html><body><h1>Welcome</h1></body></html>",
+    ),
+    "not_json": ("application/json", b"Service is up. See /docs for the API."),
+}
 _IRE, _SE = "invalid_request_error", "server_error"
 _ERRORS: dict[int, tuple[str, str, str | None]] = {  # status -> (message, type, code)
     400: ("Invalid request (injected fault).", _IRE, None),
@@ -41,7 +50,8 @@ _ERRORS: dict[int, tuple[str, str, str | None]] = {  # status -> (message, type,
 }
 _CODES = {404: "model_not_found", 429: "rate_limit_exceeded"}
 _CONN_ERRORS = (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError)
-Reply = tuple[int, dict[str, Any] | None, dict[str, str]]  # status (0 = drop), JSON body, headers
+# status (0 = drop), JSON body (bytes: sent as is), headers (may set content-type)
+Reply = tuple[int, dict[str, Any] | bytes | None, dict[str, str]]
 
 
 @dataclass
@@ -157,12 +167,23 @@ class FakeLLM:
         self.rpm_limit: int | None = None
         self.tpm_limit: int | None = None
         self.rate_window = 60.0
+        self.clock: Callable[[], float] = time.monotonic  # what rate windows measure
+        self.per_second = False  # also enforce limit / window over every sliding second
+        self.reply_headers: dict[str, str] = {}  # added to every chat reply (e.g. odd limits)
         self.fault_rates: dict[str, float] = {}
         self.retry_after = 1.0
         self.hang_seconds = 30.0
+        self.trickle_interval = 0.2  # "trickle": seconds between the bytes of the answer body
         self.keep_bodies = True  # False: record requests without their JSON bodies
         self.cached_prefix_tokens = 0  # reported as usage.prompt_tokens_details.cached_tokens
         self.max_in_flight = 0
+        # llama.cpp behaviours (see llama_cpp()): "honour" the schema inside a json_object
+        # response_format, "ignore" or "reject_400" it; "ramble": json_object without one
+        # gets junk cut at max_tokens (a small model that echoes the schema in the prompt).
+        self.json_object_schema_support = "honour"
+        self.unconstrained_json = "ok"
+        self.serial = False  # one request at a time, each taking `latency`
+        self._serial = asyncio.Lock()
         self._in_flight = 0
         self._rng = random.Random(seed)
         self._scripts: dict[str | None, collections.deque[str]] = {}
@@ -174,12 +195,22 @@ class FakeLLM:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
         self._failure: BaseException | None = None
+        self._holding = False  # hold(): chat requests wait unanswered until released
+        self._held: list[tuple[Recorded, asyncio.Event]] = []
 
     def answer_for(
         self, first_user_message: str, enum: Sequence[str] | None = None
     ) -> dict[str, Any]:
         """Expected answer for a first user message (task_area from `enum` if given, else areas)."""
         return fake_answer(first_user_message, list(enum) if enum else self.areas)
+
+    def llama_cpp(self, latency: float) -> FakeLLM:
+        """Behave like llama-cpp-python serving a small model on a CPU."""
+        self.json_schema_support = "reject_500"
+        self.json_object_schema_support = "honour"
+        self.unconstrained_json = "ramble"
+        self.serial, self.latency = True, latency
+        return self
 
     def script(self, faults: Sequence[str], match: str | None = None) -> None:
         """Queue faults consumed one per (matching) request before random faults apply."""
@@ -188,6 +219,47 @@ class FakeLLM:
             raise ValueError(f"unknown fault kinds: {bad}")
         with self._lock:
             self._scripts.setdefault(match, collections.deque()).extend(faults)
+
+    def hold(self) -> None:
+        """From now on leave chat requests unanswered until release(): tests step a run by it."""
+        with self._lock:
+            self._holding = True
+
+    def release(self, match: str | None = None) -> list[Recorded]:
+        """Answer the held requests whose first user message contains match (all if None)."""
+        with self._lock:
+            chosen = [
+                (rec, gate)
+                for rec, gate in self._held
+                if match is None or match in first_user_message(rec.body or {})
+            ]
+            self._held = [pair for pair in self._held if all(pair[1] is not g for _, g in chosen)]
+        if chosen and self._loop is not None:
+            for _, gate in chosen:
+                self._loop.call_soon_threadsafe(gate.set)
+        return [rec for rec, _ in chosen]
+
+    def stop_holding(self) -> list[Recorded]:
+        """Answer every held request and hold no more; returns the ones that were held."""
+        with self._lock:
+            self._holding = False
+        return self.release()
+
+    @property
+    def held(self) -> list[Recorded]:
+        """Chat requests received and waiting for release(), in arrival order."""
+        with self._lock:
+            return [rec for rec, _ in self._held]
+
+    @property
+    def in_flight(self) -> int:
+        """Requests received and not yet answered (held and hanging ones included)."""
+        return self._in_flight
+
+    @property
+    def open_connections(self) -> int:
+        """Client connections still open: 0 once every request a dead client sent has landed."""
+        return len(self._conns)
 
     def responses_by_status(self) -> collections.Counter[int]:
         """Count of recorded requests per response status (0 for dropped/hung)."""
@@ -263,6 +335,7 @@ class FakeLLM:
     async def _main(self) -> None:
         """Listen, signal readiness, and tear everything down when stopping."""
         self._stopping = asyncio.Event()
+        self._serial = asyncio.Lock()  # bound to this loop (a restarted server has a new one)
         server = await asyncio.start_server(self._serve, "127.0.0.1", self.port, backlog=1024)
         self.port = server.sockets[0].getsockname()[1]
         self._ready.set()
@@ -305,16 +378,21 @@ class FakeLLM:
                 if status == 0:
                     writer.transport.abort()
                     return
-                data = json.dumps(payload).encode()
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                ctype = extra.pop("content-type", "application/json")
                 lines = [
                     f"HTTP/1.1 {status} {HTTPStatus(status).phrase}",
-                    "content-type: application/json",
+                    f"content-type: {ctype}",
                     f"content-length: {len(data)}",
                     f"x-request-id: req_{uuid.uuid4().hex}",
                     *(f"{k}: {v}" for k, v in extra.items()),
                 ]
                 rec.status = status  # set before writing: clients may inspect history right after
-                writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + data)
+                head_bytes = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+                if rec.fault == "trickle":
+                    await self._trickle(reader, writer, head_bytes, data)
+                else:
+                    writer.write(head_bytes + data)
                 await writer.drain()
                 if headers.get("connection", "").lower() == "close":
                     return
@@ -399,7 +477,25 @@ class FakeLLM:
             headers |= {"x-ratelimit-limit-tokens": str(round(self.tpm_limit * 60 / w)),
                         "x-ratelimit-remaining-tokens": str(remaining),
                         "x-ratelimit-reset-tokens": _dur(reset)}  # fmt: skip
+        if self.per_second and wait is None:
+            wait, kind = self._per_second_wait(now, tokens)
         return headers, wait, kind
+
+    def _per_second_wait(self, now: float, tokens: int) -> tuple[float | None, str]:
+        """A per-window limit enforced per second too (600 per 60 s as 10 in any sliding 1 s)."""
+        recent = [(t, n) for t, n in self._window if t > now - 1.0]
+        if self.rpm_limit is not None:
+            cap = max(1, math.floor(self.rpm_limit / self.rate_window))
+            if len(recent) >= cap:
+                return recent[len(recent) - cap][0] + 1.0 - now, "requests"
+        if self.tpm_limit is not None:
+            room = self.tpm_limit / self.rate_window - tokens
+            used = sum(n for _, n in recent)
+            for i, (t0, n) in enumerate(recent if used > room else []):  # oldest leave first
+                used -= n
+                if used <= room or i == len(recent) - 1:  # a too-big request: an empty second
+                    return t0 + 1.0 - now, "tokens"
+        return None, ""
 
     async def _hang(self, reader: asyncio.StreamReader) -> bool:
         """Sleep hang_seconds; False if the client disconnected meanwhile."""
@@ -408,8 +504,26 @@ class FakeLLM:
         eof.cancel()
         return not done
 
+    async def _trickle(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head: bytes, data: bytes
+    ) -> None:
+        """Send the head at once, then the body one byte per trickle_interval (a slow proxy)."""
+        writer.write(head)
+        for i in range(len(data)):
+            await writer.drain()
+            await asyncio.sleep(self.trickle_interval)
+            if reader.at_eof() or writer.transport.is_closing():
+                raise ConnectionResetError("the client left during a trickle")
+            writer.write(data[i : i + 1])
+
     async def _chat(self, rec: Recorded, reader: asyncio.StreamReader) -> Reply:
         """Handle POST /v1/chat/completions, applying limits, faults and reply styles."""
+        with self._lock:
+            gate = asyncio.Event() if self._holding else None
+            if gate is not None:
+                self._held.append((rec, gate))
+        if gate is not None:
+            await gate.wait()
         body = rec.body or {}
         model = str(body.get("model", "fake-model"))
         if self.models is not None and model not in self.models:
@@ -421,8 +535,9 @@ class FakeLLM:
         prompt_tokens = (
             sum(len(_text(m.get("content"))) for m in messages if isinstance(m, dict)) // 4 + 1
         )
-        now = time.monotonic()
+        now = self.clock()
         rl_headers, wait, kind = self._rate_limit(now, prompt_tokens)
+        rl_headers |= self.reply_headers
         if wait is not None:
             rec.fault = f"limit_{kind}"
             msg = f"Rate limit reached for {model} on {kind}. Please try again in {_dur(wait)}."
@@ -433,13 +548,19 @@ class FakeLLM:
         if fault != "429":
             self._window.append((now, prompt_tokens))
         if self.latency > 0:
-            await asyncio.sleep(self.latency)
+            # serial: one answer at a time like llama.cpp; a queued request is computed even if
+            # its client gave up meanwhile (llama-cpp-python does not cancel those either).
+            async with self._serial if self.serial else contextlib.nullcontext():
+                await asyncio.sleep(self.latency)
         if fault == "drop" or (fault == "hang" and not await self._hang(reader)):
             return 0, None, {}
         if fault.isdigit():
             status, payload, _ = _error(int(fault), model=model)
             retry = _retry_headers(self.retry_after) if status == 429 else {}
             return status, payload, rl_headers | retry
+        if fault in _RAW_BODIES:
+            ctype, raw_body = _RAW_BODIES[fault]
+            return 200, raw_body, rl_headers | {"content-type": ctype}
         rf = body.get("response_format")
         rtype = rf.get("type") if isinstance(rf, dict) else None
         style, enum = self.reply_style, None
@@ -456,6 +577,14 @@ class FakeLLM:
                 msg = "response_format.type 'json_object' is not supported"
                 return _error(400, msg, param="response_format")
             style = "raw"
+            schema = rf.get("schema") if isinstance(rf, dict) else None
+            if schema is not None and self.json_object_schema_support == "reject_400":
+                msg = "Unknown parameter: 'response_format.schema'."  # OpenAI's wording
+                return _error(400, msg, param="response_format.schema")
+            if isinstance(schema, dict) and self.json_object_schema_support == "honour":
+                enum = _schema_enum({"json_schema": {"schema": schema}})  # llama.cpp's grammar
+            elif self.unconstrained_json == "ramble":  # a small model without a grammar
+                fault = "ramble"
         answer = self.answer_for(user, enum)
         if fault == "schema_invalid":
             answer = {"summary": answer["summary"], "task_area": "not-an-area", "method_tags": []}
@@ -469,6 +598,8 @@ class FakeLLM:
         finish = "stop"
         if fault == "truncated":
             content, finish = content[: len(content) // 2], "length"
+        if fault == "ramble":  # echoes the schema from the prompt until max_tokens
+            content, finish = '{"type": "object", "properties": {"summary": {"type": "', "length"
         completion_tokens = len(content) // 4 + 1
         return 200, {
             "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
@@ -492,6 +623,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--rpm", type=int, default=None)
     p.add_argument("--tpm", type=int, default=None)
     p.add_argument("--window", type=float, default=60.0)
+    p.add_argument("--per-second", action="store_true", help="enforce limit/window per second")
     p.add_argument("--areas", default="other")
     p.add_argument("--fault-rates", default="", help="e.g. 429=0.05,500=0.05,drop=0.01")
     p.add_argument("--seed", type=int, default=0)
@@ -501,12 +633,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     schema_modes = ["ok", "reject_500", "reject_400", "ignore"]
     p.add_argument("--json-schema-support", default="ok", choices=schema_modes)
     p.add_argument("--retry-after", type=float, default=1.0)
+    p.add_argument(
+        "--llama-cpp",
+        action="store_true",
+        help="act like llama-cpp-python: one request at a time (--latency each), "
+        "HTTP 500 for json_schema, a schema inside json_object honoured",
+    )
     a = p.parse_args(argv)
     llm = FakeLLM(areas=a.areas.split(","), latency=a.latency, port=a.port, api_key=a.api_key,
                   models=a.models.split(",") if a.models else None, seed=a.seed)  # fmt: skip
     llm.rpm_limit, llm.tpm_limit, llm.rate_window = a.rpm, a.tpm, a.window
+    llm.per_second = a.per_second
     llm.reply_style, llm.json_schema_support = a.reply_style, a.json_schema_support
     llm.retry_after, llm.keep_bodies = a.retry_after, False
+    if a.llama_cpp:
+        llm.llama_cpp(latency=a.latency)
     for item in filter(None, a.fault_rates.split(",")):
         kind, rate = item.split("=")
         if kind not in FAULTS:

@@ -6,10 +6,13 @@ import json
 import os
 import random
 import re
+import sqlite3
 import subprocess
 import sys
+import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,9 @@ from fakeserver import FakeLLM, Recorded, first_user_message
 REPO = Path(__file__).resolve().parent.parent
 PROMPTS = REPO / "prompts"
 MODEL = "gpt-4o-mini"
+# Tests wait on what they can observe (requests the fake saw, answers in the cache), never on
+# the clock; this timeout only turns a hang into a failure, so it allows for a crawling machine.
+SAFETY_TIMEOUT = 300.0
 _WS = re.compile(r"\s+")
 
 _OPENINGS = (
@@ -193,7 +199,9 @@ def popen(args: Sequence[str], cwd: Path, log: Path) -> subprocess.Popen[bytes]:
         )
 
 
-def run_cli(args: Sequence[str], cwd: Path, timeout: float = 60.0) -> subprocess.CompletedProcess:
+def run_cli(
+    args: Sequence[str], cwd: Path, timeout: float | None = None
+) -> subprocess.CompletedProcess:
     """Run `tagger` to completion; stderr is merged into stdout."""
     return subprocess.run(
         subprocess_cmd(*args),
@@ -201,7 +209,7 @@ def run_cli(args: Sequence[str], cwd: Path, timeout: float = 60.0) -> subprocess
         env=clean_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        timeout=timeout,
+        timeout=timeout or SAFETY_TIMEOUT,
     )
 
 
@@ -255,3 +263,42 @@ def cached_ids(cache_dir: Path, url: str, inputs: Inputs) -> set[str]:
         }
     finally:
         cache.close()
+
+
+def wait_until(
+    condition: Callable[[], bool],
+    what: str,
+    proc: subprocess.Popen[bytes] | None = None,
+    log: Path | None = None,
+    timeout: float = SAFETY_TIMEOUT,
+) -> None:
+    """Poll until condition() holds; fail if proc exits first, or after `timeout` (a hang)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc is not None and proc.poll() is not None:
+            tail = log.read_text(errors="replace")[-3000:] if log is not None else ""
+            raise AssertionError(f"tagger exited ({proc.returncode}) before {what}\n{tail}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still waiting for {what} after {timeout:.0f} s")
+        time.sleep(0.01)
+
+
+def landed(llm: FakeLLM) -> int:
+    """Wait until no client connection is open (all a finished or killed run sent has arrived);
+    the number of requests the fake recorded by then."""
+    wait_until(lambda: llm.open_connections == 0, "the fake's connections to close")
+    return len(llm.history)
+
+
+def cache_entries(cache_dir: Path) -> int:
+    """Answers committed in a cache directory (read straight from diskcache's SQLite file)."""
+    db = cache_dir / "cache.db"
+    if not db.exists():
+        return 0
+    try:
+        with closing(sqlite3.connect(db, timeout=SAFETY_TIMEOUT)) as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM Cache").fetchone()[0])
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):  # the run has only just created the file
+            return 0
+        raise

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tagger.cli import app
-from tagger.evaluate import compare_runs, evaluate, winners
+from tagger.evaluate import IdIndex, compare_runs, evaluate, winners
 from tagger.taxonomy import load_synonyms
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -239,3 +239,16 @@ def test_compare_cli_writes_diff_and_json(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())  # rich wraps at the terminal width
     assert "m1 tag@v2" in text and "winner" in text and "-adam +momentum" in text
+
+
+def test_old_ids_match_new_ones_unless_ambiguous() -> None:
+    new = "0123456789ab" + "c" * 12
+    twin_a, twin_b = "fedcba987654" + "1" * 12, "fedcba987654" + "2" * 12
+    index = IdIndex([{"id": i, "status": "ok"} for i in (new, twin_a, twin_b, "p-1")])
+    assert index.find(new) == new
+    assert index.find(new[:12]) == new  # an old id finds the new id it starts with
+    assert index.find("fedcba987654") is None  # two candidates: no guessing
+    assert index.find("p-1") == "p-1" and index.find("p-2") is None
+    old = IdIndex([{"id": "0123456789ab", "status": "ok"}])
+    assert old.find(new) == "0123456789ab"  # and a new id finds an old run's row
+    assert old.find("0123456789ab" + "d" * 12) == "0123456789ab"

@@ -8,7 +8,7 @@ import json
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import openai
@@ -45,6 +45,16 @@ def _msgs(user: str = ABSTRACT) -> list[dict[str, str]]:
         {"role": "system", "content": "Annotate the paper as JSON."},
         {"role": "user", "content": user},
     ]
+
+
+SAFETY_TIMEOUT = 60.0  # only turns a hang into a failure; no test measures time
+
+
+def _wait_until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + SAFETY_TIMEOUT
+    while not condition():
+        assert time.monotonic() < deadline, f"still waiting for {what}"
+        time.sleep(0.005)
 
 
 @pytest.fixture
@@ -204,14 +214,14 @@ def test_drop_is_connection_error(llm: FakeLLM, client: openai.OpenAI) -> None:
 
 def test_hang_times_out_and_stop_is_prompt() -> None:
     server = FakeLLM().start()
-    server.hang_seconds = 20
+    server.hang_seconds = 600  # longer than any wait below: only the client or stop() ends it
     server.script(["hang", "hang"])
     c = openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0, timeout=0.5)
-    t0 = time.monotonic()
     with pytest.raises(openai.APITimeoutError):
         c.chat.completions.create(model="m", messages=_msgs())
-    assert time.monotonic() - t0 < 2
-    slow = openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0, timeout=10)
+    # The client gave up and left: the fake stops hanging on that request.
+    _wait_until(lambda: server.in_flight == 0, "the hang to notice the client left")
+    slow = openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0, timeout=60)
     outcome: list[BaseException] = []
 
     def call() -> None:
@@ -222,12 +232,13 @@ def test_hang_times_out_and_stop_is_prompt() -> None:
 
     thread = threading.Thread(target=call)
     thread.start()
-    time.sleep(0.3)
-    t1 = time.monotonic()
+    _wait_until(lambda: server.in_flight == 1, "the second request to hang")
     server.stop()
-    thread.join(5)
-    assert time.monotonic() - t1 < 2
+    thread.join(SAFETY_TIMEOUT)
+    assert not thread.is_alive()
+    # stop() cut the hanging request: the client saw the connection drop, not its own timeout.
     assert outcome and isinstance(outcome[0], openai.APIConnectionError)
+    assert not isinstance(outcome[0], openai.APITimeoutError), outcome[0]
     assert server.responses_by_status()[0] == 2
     c.close()
     slow.close()
@@ -246,6 +257,8 @@ def test_content_faults(llm: FakeLLM, client: openai.OpenAI) -> None:
 
 
 def test_rpm_limit_sliding_window(llm: FakeLLM, client: openai.OpenAI) -> None:
+    now = [1000.0]  # the window's clock, moved by the test: a slow machine changes nothing
+    llm.clock = lambda: now[0]
     llm.rpm_limit, llm.rate_window = 5, 1.0
     for i in range(5):
         raw = client.chat.completions.with_raw_response.create(model="m", messages=_msgs())
@@ -260,12 +273,16 @@ def test_rpm_limit_sliding_window(llm: FakeLLM, client: openai.OpenAI) -> None:
     assert err.value.response.headers["x-ratelimit-remaining-requests"] == "0"
     with pytest.raises(openai.RateLimitError):  # rejected requests don't count, still limited
         _content(client)
-    time.sleep(wait + 0.02)
+    now[0] = 1000.0 + wait - 0.002
+    with pytest.raises(openai.RateLimitError):  # just before the oldest request leaves
+        _content(client)
+    now[0] = 1000.0 + wait
     assert json.loads(_content(client))
-    assert llm.responses_by_status() == {200: 6, 429: 2}
+    assert llm.responses_by_status() == {200: 6, 429: 3}
 
 
 def test_tpm_limit(llm: FakeLLM, client: openai.OpenAI) -> None:
+    llm.clock = lambda: 1000.0  # the three requests share one instant, however slow the machine
     tokens = sum(len(m["content"]) for m in _msgs()) // 4 + 1
     llm.tpm_limit, llm.rate_window = tokens * 2, 1.0
     _content(client)
@@ -277,8 +294,8 @@ def test_tpm_limit(llm: FakeLLM, client: openai.OpenAI) -> None:
 
 
 def test_script_with_match_under_concurrency(llm: FakeLLM) -> None:
-    llm.latency = 0.05
     llm.script(["500", "ok", "429"], match="item-B")
+    llm.hold()  # answer the first six only once all of them are at the server
 
     async def run() -> list[str]:
         c = openai.AsyncOpenAI(base_url=llm.base_url, api_key="sk-test", max_retries=0)
@@ -291,7 +308,12 @@ def test_script_with_match_under_concurrency(llm: FakeLLM) -> None:
                 return str(exc.status_code)
 
         async with c:
-            first = await asyncio.gather(*(one(n) for n in ["item-A", "item-B", "item-C"] * 2))
+            calls = (one(n) for n in ["item-A", "item-B", "item-C"] * 2)
+            together = asyncio.gather(*calls)
+            while len(llm.held) < 6:
+                await asyncio.sleep(0.005)
+            llm.stop_holding()
+            first = await asyncio.wait_for(together, SAFETY_TIMEOUT)
             return [*first, await one("item-B"), await one("item-B")]
 
     results = asyncio.run(run())

@@ -271,10 +271,10 @@ def test_missing_path(tmp_path: Path) -> None:
 
 
 def test_text_id_is_stable_under_whitespace() -> None:
-    expected = hashlib.sha256(b"a b c").hexdigest()[:12]
+    expected = hashlib.sha256(b"a b c").hexdigest()[:24]
     assert text_id("a b c") == expected
     assert text_id("  a\n b\t\tc \r\n") == expected
-    assert len(expected) == 12
+    assert len(expected) == 24
     assert text_id("a b d") != expected
 
 
@@ -399,9 +399,9 @@ def test_csv_without_abstract_column(tmp_path: Path) -> None:
     raises_at(path, 2, "no 'abstract' column (columns: id, Title, body)")
 
 
-def test_csv_semicolon_hint(tmp_path: Path) -> None:
-    path = write(tmp_path / "a.csv", "id;abstract\n1;x\n")
-    raises_at(path, 1, "no 'abstract' column", "not ';'")
+def test_csv_tab_hint(tmp_path: Path) -> None:
+    path = write(tmp_path / "a.csv", "id\tabstract\n1\tx\n")
+    raises_at(path, 1, "no 'abstract' column", "not '\\t'")
 
 
 def test_csv_empty_abstract_cell(tmp_path: Path) -> None:

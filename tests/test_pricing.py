@@ -24,6 +24,42 @@ def test_cost_uses_cached_input_price() -> None:
     assert table.cost("llama3.1", 1000, 1000) is None
 
 
+@pytest.mark.parametrize(
+    ("model", "input_", "cached", "output"),
+    [
+        ("gpt-5", 1.25, 0.125, 10.00),
+        ("gpt-5-2025-08-07", 1.25, 0.125, 10.00),
+        ("gpt-5-mini", 0.25, 0.025, 2.00),
+        ("gpt-5-nano-2025-08-07", 0.05, 0.005, 0.40),
+        ("gpt-5.1", 1.25, 0.125, 10.00),
+        ("gpt-5-pro", 15.00, 15.00, 120.00),  # not the gpt-5 family's price; no cache discount
+        ("gpt-4.1-2025-04-14", 2.00, 0.50, 8.00),
+        ("gpt-4.1-mini", 0.40, 0.10, 1.60),
+        ("gpt-4.1-nano", 0.10, 0.025, 0.40),
+        ("gpt-4o-2024-08-06", 2.50, 1.25, 10.00),
+        ("gpt-4o-2024-05-13", 5.00, 5.00, 15.00),  # the first gpt-4o snapshot cost more
+        ("gpt-4o-mini-2024-07-18", 0.15, 0.075, 0.60),
+        ("o3", 2.00, 0.50, 8.00),
+        ("o3-2025-04-16", 2.00, 0.50, 8.00),
+        ("o3-pro", 20.00, 20.00, 80.00),
+        ("o3-mini", 1.10, 0.55, 4.40),
+        ("o4-mini", 1.10, 0.275, 4.40),
+        ("o4-mini-2025-04-16", 1.10, 0.275, 4.40),
+    ],
+)
+def test_built_in_list_prices(model: str, input_: float, cached: float, output: float) -> None:
+    table = PriceTable()
+    million = 1_000_000
+    assert table.cost(model, million, 0) == pytest.approx(input_)
+    assert table.cost(model, million, 0, million) == pytest.approx(cached)
+    assert table.cost(model, 0, million) == pytest.approx(output)
+
+
+@pytest.mark.parametrize("model", ["llama3.1", "gpt-6", "claude-3-5-sonnet", "o9", "gpt-5x"])
+def test_unknown_models_have_no_price(model: str) -> None:
+    assert PriceTable().cost(model, 1000, 1000) is None
+
+
 def test_price_file_overrides_and_adds(tmp_path: Path) -> None:
     prices = tmp_path / "prices.toml"
     prices.write_text(

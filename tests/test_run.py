@@ -225,11 +225,13 @@ def test_json_schema_rejected_falls_back_once(tagger_cli: TaggerCLI, support: st
     kinds = [_response_format(r) for r in tagger_cli.chats()]
     schema_requests = [k for k in kinds if isinstance(k, dict) and k["type"] == "json_schema"]
     assert len(schema_requests) == 1  # detected once per run, not once per abstract
-    assert kinds.count({"type": "json_object"}) == 57
+    # The next mode: the schema inside json_object (llama.cpp's grammar; the fake honours it).
+    grammar = [k for k in kinds if isinstance(k, dict) and k["type"] == "json_object"]
+    assert len(grammar) == 57 and all("schema" in k for k in grammar)
     manifest = tagger_cli.manifest()
-    assert manifest["mode"] == "json_object"
+    assert manifest["mode"] == "json_object_schema"
     assert len(manifest["mode_fallbacks"]) == 1
-    assert "json_schema -> json_object" in manifest["mode_fallbacks"][0]
+    assert "json_schema -> json_object_schema" in manifest["mode_fallbacks"][0]
     assert manifest["status"] == "complete" and manifest["ok"] == 57
     _assert_answers_match_fake(tagger_cli, rows)
 
@@ -248,8 +250,8 @@ def test_json_object_rejected_too_falls_back_to_text(tagger_cli: TaggerCLI) -> N
     assert kinds.count(None) == 57
     manifest = tagger_cli.manifest()
     assert manifest["mode"] == "text"
-    assert len(manifest["mode_fallbacks"]) == 2
-    assert "json_object -> text" in manifest["mode_fallbacks"][1]
+    assert len(manifest["mode_fallbacks"]) == 3  # json_schema, json_object_schema, json_object
+    assert "json_object -> text" in manifest["mode_fallbacks"][2]
     _assert_answers_match_fake(tagger_cli, rows)
 
 

@@ -7,20 +7,24 @@ fake OpenAI-compatible server runs in a thread of the test process and records e
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fakeserver import FakeLLM
+from fakeserver import FakeLLM, Recorded
 from scalehelpers import (
+    SAFETY_TIMEOUT,
     Inputs,
     assert_rows_match,
     fake,
+    popen,
     read_manifest,
     read_rows,
     requests_by_id,
     run_args,
     run_cli,
+    wait_until,
     write_inputs,
 )
 
@@ -34,7 +38,7 @@ def llm() -> Iterator[FakeLLM]:
         server.stop()
 
 
-def _chat(llm: FakeLLM) -> list:
+def _chat(llm: FakeLLM) -> list[Recorded]:
     return [r for r in llm.history if r.path.endswith("/chat/completions")]
 
 
@@ -57,7 +61,22 @@ def _rate_limited(llm: FakeLLM) -> None:
     llm.rate_window = RATE_WINDOW
 
 
-def test_rpm_at_the_true_limit_uses_it_without_429(tmp_path: Path, llm: FakeLLM) -> None:
+def _assert_retries_honour_the_window(history: list[Recorded], inputs: Inputs) -> None:
+    """A retry after a 429 waits for its Retry-After: recompute the wait the sliding window
+    announced (the oldest admitted request in the window leaves it at start + window)."""
+    admitted = [r.started for r in history if r.status != 429]
+    for item_id, recs in requests_by_id(history, inputs).items():
+        for before, after in itertools.pairwise(recs):
+            if before.status != 429:
+                continue
+            window = [t for t in admitted if before.started - RATE_WINDOW < t <= before.started]
+            assert len(window) >= RATE_LIMIT, "a 429 with room in the window"
+            free_at = window[len(window) - RATE_LIMIT] + RATE_WINDOW
+            early = free_at - after.started
+            assert early <= 0.01, f"{item_id}: retry sent {early:.3f} s before Retry-After"
+
+
+def test_rpm_at_the_true_limit_never_outpaces_it(tmp_path: Path, llm: FakeLLM) -> None:
     _rate_limited(llm)
     inputs = write_inputs(tmp_path / "in.jsonl", 120)
     result, out = _run(tmp_path, inputs, llm, "--rpm", PER_MINUTE, "--concurrency", 16)
@@ -68,15 +87,16 @@ def test_rpm_at_the_true_limit_uses_it_without_429(tmp_path: Path, llm: FakeLLM)
     assert_rows_match(rows, inputs)
     assert all(r["status"] == "ok" for r in rows)
     history = _chat(llm)
-    statuses = llm.responses_by_status()
-    assert statuses[429] == 0, f"429s at --rpm equal to the true limit: {statuses}"
-    assert len(history) == len(inputs.ids)
-
-    spacing = 60.0 / PER_MINUTE
-    span = history[-1].started - history[0].started + spacing
-    utilisation = len(history) / (span * PER_MINUTE / 60.0)
-    assert utilisation >= 0.95, f"utilisation {utilisation:.3f} over {span:.2f} s"
-    assert utilisation <= 1.0 + 1e-6, f"faster than the limit: {utilisation:.3f}"
+    assert llm.responses_by_status()[200] == len(inputs.ids)
+    # Every request, 429s and retries included, passes the pacer. The first one (the mode
+    # probe) is answered before any other leaves, so however late requests arrive, the span
+    # from its arrival to the last one's is at least what the pacer took: at most the probe and
+    # a burst of two beyond the limit's rate. (How close to the limit a run gets, and whether
+    # delivery jitter costs a 429, depends on the machine: bench/ratelimit.py measures that.)
+    span = history[-1].started - history[0].started
+    allowed = 3 + span * PER_MINUTE / 60.0
+    assert len(history) <= allowed, f"{len(history)} requests in {span:.2f} s: over the limit"
+    _assert_retries_honour_the_window(history, inputs)
 
 
 @pytest.mark.parametrize("rpm", [None, 2 * PER_MINUTE], ids=["rpm-unset", "rpm-twice-truth"])
@@ -98,20 +118,7 @@ def test_rpm_unset_or_too_high_still_completes(
     statuses = llm.responses_by_status()
     assert statuses[429] < len(inputs.ids), statuses
     assert statuses[200] == len(inputs.ids), statuses
-    # A retry after a 429 honours its Retry-After: recompute the wait the sliding window
-    # announced (the oldest admitted request in the window leaves it at start + window).
-    history = _chat(llm)
-    admitted = [r.started for r in history if r.status != 429]
-    grouped = requests_by_id(history, inputs)
-    for item_id, recs in grouped.items():
-        for before, after in itertools.pairwise(recs):
-            if before.status != 429:
-                continue
-            window = [t for t in admitted if before.started - RATE_WINDOW < t <= before.started]
-            assert len(window) >= RATE_LIMIT, "a 429 with room in the window"
-            free_at = window[len(window) - RATE_LIMIT] + RATE_WINDOW
-            early = free_at - after.started
-            assert early <= 0.01, f"{item_id}: retry sent {early:.3f} s before Retry-After"
+    _assert_retries_honour_the_window(_chat(llm), inputs)
     manifest = read_manifest(out)
     assert manifest["learned_limits"], "the announced 1200/min limit was not learned"
 
@@ -120,6 +127,9 @@ def test_rpm_unset_or_too_high_still_completes(
 
 MAX_ATTEMPTS = 4
 RETRY_AFTER = 0.1
+# Long enough that no request times out because the machine is slow: only a hang does (the
+# fake hangs until the client gives up). A hang costs this much wall time, so there is one.
+TIMEOUT = 5.0
 
 
 def test_mixed_faults_bounded_attempts_and_honest_rows(tmp_path: Path, llm: FakeLLM) -> None:
@@ -128,14 +138,14 @@ def test_mixed_faults_bounded_attempts_and_honest_rows(tmp_path: Path, llm: Fake
         "500": 0.05,
         "503": 0.04,
         "drop": 0.04,
-        "hang": 0.03,
         "invalid_json": 0.03,
         "schema_invalid": 0.03,
         "truncated": 0.03,
     }
     llm.retry_after = RETRY_AFTER
-    llm.hang_seconds = 5.0
+    llm.hang_seconds = 600.0
     inputs = write_inputs(tmp_path / "in.jsonl", 150, seed=4)
+    llm.script(["hang"], match=inputs.text_of(inputs.ids[20]))
     result, out = _run(
         tmp_path,
         inputs,
@@ -145,7 +155,7 @@ def test_mixed_faults_bounded_attempts_and_honest_rows(tmp_path: Path, llm: Fake
         "--concurrency",
         16,
         "--timeout",
-        0.5,
+        TIMEOUT,
     )
     log = result.stdout.decode(errors="replace")
 
@@ -278,28 +288,46 @@ def test_max_cost_stops_early_and_rerun_finishes_from_cache(tmp_path: Path, llm:
 
 
 def test_a_429_pauses_every_sender(tmp_path: Path, llm: FakeLLM) -> None:
-    pause, concurrency = 0.5, 8
+    pause, concurrency = 0.5, 4
     llm.retry_after = pause
     inputs = write_inputs(tmp_path / "in.jsonl", 40, seed=8)
-    victim = inputs.ids[12]  # after the mode probe, with most of the work still to come
-    llm.script(["429"], match=inputs.text_of(victim))
-    result, out = _run(tmp_path, inputs, llm, "--concurrency", concurrency)
+    log = tmp_path / "tagger.log"
+    out = tmp_path / "out.jsonl"
+    args = run_args(
+        inputs.path, out, llm.base_url, tmp_path / "cache", "--concurrency", concurrency
+    )
 
-    assert result.returncode == 0, result.stdout.decode(errors="replace")
+    # The fake answers only when told: when the 429 goes out every other slot has a request
+    # waiting at the server, so only the slot the 429 frees could send before the pause ends.
+    llm.hold()
+    proc = popen(args, tmp_path, log)
+    try:
+        wait_until(lambda: len(llm.held) >= 1, "the mode probe", proc, log)
+        llm.release()
+        wait_until(lambda: len(llm.held) >= concurrency, "every slot busy", proc, log)
+        victim = requests_by_id(llm.held[:1], inputs).popitem()[0]
+        llm.script(["429"], match=inputs.text_of(victim))
+        released_at = time.monotonic()
+        [limited] = llm.release(match=inputs.text_of(victim))
+        # The next request to arrive, whichever it is, shows when sending resumed.
+        wait_until(lambda: len(_chat(llm)) > concurrency + 1, "a request after the 429", proc, log)
+        llm.stop_holding()
+        assert proc.wait(SAFETY_TIMEOUT) == 0, log.read_text(errors="replace")[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
     rows = read_rows(out)
     assert_rows_match(rows, inputs)
     assert all(r["status"] == "ok" for r in rows)
-
     history = _chat(llm)
-    limited = [r for r in history if r.status == 429]
-    assert len(limited) == 1
-    t429 = limited[0].started
-    after = [r.started - t429 for r in history if r.started > t429]
-    assert len(after) > 2 * concurrency, "too few requests after the 429 to mean anything"
-    # Only requests already past the gate when the 429 came back (at most one per other slot)
-    # may reach the server during the pause, and only right after the 429.
-    during = [round(d, 3) for d in after if d < pause - 0.01]
-    assert len(during) <= concurrency - 1, f"{len(during)} requests started during the pause"
-    assert all(d < 0.1 for d in during), f"requests started {during} s into a {pause} s pause"
+    assert [r for r in history if r.status == 429] == [limited]
+    resumed = history[concurrency + 1]
+    # Anything sent before the 429 is already at the server (held), so the next arrival was
+    # sent after the client saw the 429, which it cannot have seen before released_at.
+    assert resumed.started >= released_at + pause, (
+        f"a request was sent {resumed.started - released_at:.3f} s into a {pause} s pause"
+    )
     retry = [r for r in requests_by_id(history, inputs)[victim] if r.status == 200]
-    assert retry and retry[0].started - t429 >= pause - 0.01
+    assert retry and retry[0].started >= released_at + pause

@@ -5,14 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import TEST_KEY, TaggerCLI, taxonomy_ids
+from conftest import TEST_KEY, TaggerCLI, one_line, taxonomy_ids
 from fakeserver import FakeLLM
 from typer.testing import Result
 
 FRAGMENTS = {"key": TEST_KEY, "first 12": TEST_KEY[:12], "last 8": TEST_KEY[-8:]}
 
 
-def _assert_no_key(cli: TaggerCLI, result: Result, *, skip: tuple[Path, ...] = ()) -> None:
+def _assert_no_key(
+    cli: TaggerCLI, result: Result, *, skip: tuple[Path, ...] = (), wrote: bool = True
+) -> None:
     places: dict[str, bytes] = {
         "stdout": result.stdout.encode(),
         "stderr": result.stderr.encode(),
@@ -22,7 +24,9 @@ def _assert_no_key(cli: TaggerCLI, result: Result, *, skip: tuple[Path, ...] = (
     for path in files:
         places[str(path)] = path.read_bytes()
     # The run must have written what we search, else the check proves nothing.
-    assert cli.out.with_name("tagged.manifest.json") in files
+    assert result.stderr.strip()
+    if wrote:
+        assert cli.out.with_name("tagged.manifest.json") in files
     assert any(p.is_relative_to(cli.cache_dir) for p in files) or not cli.cache_dir.exists()
     for where, data in places.items():
         for name, fragment in FRAGMENTS.items():
@@ -49,17 +53,18 @@ def test_key_absent_after_unauthorized_run(tagger_cli: TaggerCLI) -> None:
         assert result.exit_code != 0
         assert "401" in result.stderr
         _assert_key_was_sent(fake)
-    _assert_no_key(tagger_cli, result)
+    _assert_no_key(tagger_cli, result, wrote=False)  # a refused key leaves no output behind
 
 
 def test_key_absent_after_failures(tagger_cli: TaggerCLI) -> None:
     tagger_cli.fake.fault_rates = {"500": 1.0}
-    result = tagger_cli.run("--max-attempts", "2", inputs=[tagger_cli.small_input(3)])
+    # Two abstracts: three failing in a row would stop the run as a dead server.
+    result = tagger_cli.run("--max-attempts", "2", inputs=[tagger_cli.small_input(2)])
     assert result.exit_code == 1, result.output
     rows = tagger_cli.rows()
-    assert [r["status"] for r in rows] == ["error"] * 3
+    assert [r["status"] for r in rows] == ["error"] * 2
     assert all("HTTP 500" in str(r["error"]) for r in rows)
-    assert len(tagger_cli.fake.history) == 6
+    assert len(tagger_cli.fake.history) == 4
     _assert_key_was_sent(tagger_cli.fake)
     _assert_no_key(tagger_cli, result)
 
@@ -77,3 +82,51 @@ def test_key_from_environment_is_used_and_not_leaked(
     assert result.exit_code == 0, result.output
     _assert_key_was_sent(tagger_cli.fake)
     _assert_no_key(tagger_cli, result, skip=(dotenv,))
+
+
+# --- the redactor hides keys, not ordinary text -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("http://localhost:11434/v1 via ollama", "ollama"),  # a placeholder key, not a secret
+        ("every e stays an e", "e"),
+        ("read key-findings-2025.jsonl", None),
+        ("sk-learn-compatible-estimator and sess-2025", None),
+        ("tag@v1 sk-2025-report.csv", "sk-2025"),
+    ],
+)
+def test_redact_leaves_ordinary_text_alone(text: str, secret: str | None) -> None:
+    from tagger.secrets import redact
+
+    assert redact(text, secret) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"Bearer {TEST_KEY} was sent",
+        "Incorrect API key provided: sk-test-************7d6c5b4a.",  # a server's masked echo
+        f"starts {TEST_KEY[:12]}, ends {TEST_KEY[-8:]}",
+        "a leaked sk-proj-Ab3dEf6hIj9kLm2nOp5q in a message",
+    ],
+)
+def test_redact_hides_the_key_and_key_shaped_tokens(text: str) -> None:
+    from tagger.secrets import redact
+
+    hidden = redact(text, TEST_KEY)
+    assert "***" in hidden
+    for fragment in FRAGMENTS.values():
+        assert fragment not in hidden
+    assert "sk-proj-Ab3d" not in hidden and "7d6c5b4a" not in hidden
+
+
+def test_short_key_does_not_garble_messages(tagger_cli: TaggerCLI) -> None:
+    # `--api-key e` used to turn every "e" into "***", and key-findings-2025.jsonl into ***.jsonl.
+    path = tagger_cli.write_jsonl("key-findings-2025.jsonl", [{"abstract": "x"}])
+    path.write_text('{"abstract": "fine"}\n{"abstract": broken}\n', encoding="utf-8")
+    result = tagger_cli.run(inputs=[path], key="e")
+    assert result.exit_code == 2, result.output
+    assert f"{path}:2" in one_line(result.stderr), result.stderr
+    assert "***" not in result.stderr

@@ -1,0 +1,50 @@
+"""Options shared by several commands, declared without importing the core (fast --help)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+
+# Copies of tagger.config's values (a test keeps them equal): `--help` must not import pydantic.
+DEFAULT_MODEL = "gpt-4o-mini"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+ModeName = Literal["json_schema", "json_object_schema", "json_object", "text"]
+HttpName = Literal["httpx", "aiohttp"]
+
+PathsArg = Annotated[
+    list[Path],
+    typer.Argument(
+        help="Abstract files (.txt, .jsonl, .csv) or directories of them.", metavar="PATH"
+    ),
+]
+PromptsDirOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--prompts-dir",
+        envvar="TAGGER_PROMPTS_DIR",
+        help="Directory of prompts, taxonomies and synonyms.",
+        show_default="./prompts, else the installed copy",
+        metavar="DIR",
+    ),
+]
+
+
+def _named_directory(raw: str | Path) -> Path:
+    """An option's directory; an empty one would silently mean the current directory."""
+    if not str(raw).strip():
+        raise typer.BadParameter("empty: name a directory")
+    return Path(raw)
+
+
+CacheDirOpt = Annotated[
+    Path,
+    typer.Option(
+        "--cache-dir",
+        envvar="TAGGER_CACHE_DIR",
+        help="Answer cache directory.",
+        metavar="DIR",
+        parser=_named_directory,
+    ),
+]

@@ -1,0 +1,106 @@
+"""Read the first sheet of an .xlsx file within fixed bounds on what it can make tagger allocate."""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tagger.errors import UsageError
+
+# A review sheet has 19 columns; people add a few. Excel's own maximum is 16,384.
+MAX_COLUMNS = 256
+MAX_ROWS = 1_048_576  # Excel's own maximum
+MAX_CELLS = 10_000_000  # non-empty cells: 500,000 review rows of 19 columns
+# Sum of the unpacked parts: a 100,000-abstract review sheet unpacks to ~300 MB.
+MAX_UNPACKED_BYTES = 1024**3
+
+
+def _cell_text(value: Any) -> str:
+    """A read cell as text; integral floats (Excel stores numbers as floats) lose the .0."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _column_name(number: int) -> str:
+    from openpyxl.utils import get_column_letter
+
+    return str(get_column_letter(number))
+
+
+def _check_unpacked_size(path: Path) -> None:
+    """Refuse a file whose parts unpack to more than MAX_UNPACKED_BYTES (a zip bomb)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            # zipfile stops at the declared size (and fails the CRC), so it bounds the real one.
+            unpacked = sum(info.file_size for info in archive.infolist())
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise UsageError(f"{path}: cannot open as .xlsx ({exc})") from exc
+    if unpacked > MAX_UNPACKED_BYTES:
+        raise UsageError(
+            f"{path}: unpacks to {unpacked:,} bytes, more than tagger reads "
+            f"({MAX_UNPACKED_BYTES:,}): split the sheet or save it as .csv"
+        )
+
+
+def read_xlsx_rows(path: Path) -> Iterator[list[str]]:
+    """Every row of the first sheet from row 1 on, as text, trailing empty cells dropped.
+
+    Ignores the sheet's declared dimension (a forged one would make openpyxl pad every row
+    and add empty rows up to it) and refuses a sheet beyond MAX_ROWS, MAX_COLUMNS or MAX_CELLS.
+    """
+    from openpyxl import load_workbook
+
+    _check_unpacked_size(path)
+    try:
+        book = load_workbook(path, read_only=True, data_only=True)
+    except Exception as exc:  # openpyxl raises many types for a damaged or foreign file
+        raise UsageError(f"{path}: cannot open as .xlsx ({exc})") from exc
+    try:
+        sheet = book.worksheets[0]
+        sheet.reset_dimensions()
+        cells = 0
+        for number, values in enumerate(sheet.iter_rows(values_only=True), start=1):
+            # Checked on the empty rows openpyxl yields for a gap too: a row at 10**9 must be
+            # refused before a billion of them, not after.
+            if number > MAX_ROWS:
+                raise UsageError(
+                    f"{path}: has rows after row {MAX_ROWS:,}, more than tagger reads: delete them"
+                )
+            if not values:  # a missing row: openpyxl yields one shared empty row
+                yield []
+                continue
+            row = _bounded(path, number, values)
+            cells += len(row) - row.count("")
+            if cells > MAX_CELLS:
+                raise UsageError(
+                    f"{path}: more than {MAX_CELLS:,} filled cells, more than tagger reads: "
+                    "split the sheet"
+                )
+            yield row
+    finally:
+        book.close()
+
+
+def _bounded(path: Path, number: int, values: tuple[Any, ...]) -> list[str]:
+    """One row as text within MAX_COLUMNS (empty cells beyond are dropped)."""
+    # openpyxl pads a row up to its last cell, styled empty ones too: only values count.
+    filled = len(values) - values.count(None)
+    if len(values) > MAX_COLUMNS and values[MAX_COLUMNS:].count(None) < len(values) - MAX_COLUMNS:
+        tail = enumerate(values[MAX_COLUMNS:], start=MAX_COLUMNS + 1)
+        column = next(i for i, value in tail if value is not None)
+        where = f"{_column_name(column)}{number}"
+        raise UsageError(
+            f"{path}: cell {where} is beyond column {_column_name(MAX_COLUMNS)}: tagger reads "
+            f"at most {MAX_COLUMNS} columns; delete the cells to the right of your table"
+        )
+    row = [_cell_text(value) for value in values[:MAX_COLUMNS]] if filled else []
+    while row and not row[-1]:
+        row.pop()
+    return row

@@ -1,0 +1,289 @@
+"""The output file: nothing lost, nothing let in (one run at a time, never made worse)."""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import SEEDS_DIR, TEST_KEY, TaggerCLI, one_line
+from scalehelpers import clean_env, popen, read_rows, run_args, subprocess_cmd
+
+SAFETY_NET = 60.0  # seconds: only against hangs, never what a test measures
+
+
+def _wait_for(condition: Callable[[], bool], proc: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + SAFETY_NET
+    while not condition():
+        assert proc is None or proc.poll() is None, "tagger exited too early"
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.01)
+
+
+def _errors(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("Error:")]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:  # free a moment ago: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+# --- one run at a time per output ---------------------------------------------------------------
+
+
+def test_second_run_on_the_same_output_refuses_at_once(tagger_cli: TaggerCLI) -> None:
+    fake = tagger_cli.fake
+    small = tagger_cli.small_input(8)
+    out = tagger_cli.out
+    out.parent.mkdir(parents=True)
+    args = run_args(small, out, fake.base_url, tagger_cli.cache_dir, "--concurrency", 1)
+    first = popen(args, tagger_cli.tmp, tagger_cli.tmp / "first.log")
+    try:
+        _wait_for(lambda: len(fake.history) >= 1, first)
+        first.send_signal(signal.SIGSTOP)  # frozen mid-run, holding the output
+        try:
+            second = tagger_cli.run(inputs=[small], cache_dir=tagger_cli.tmp / "other-cache")
+        finally:
+            first.send_signal(signal.SIGCONT)
+        assert first.wait(SAFETY_NET) == 0, (tagger_cli.tmp / "first.log").read_text()
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert second.exit_code == 2, second.output
+    message = one_line(second.stderr)
+    assert f"pid {first.pid}" in message and str(out) in message
+    rows = read_rows(out)  # every line parses: one run's rows, whole
+    assert len(rows) == 8 and all(r["status"] == "ok" for r in rows)
+    assert len(fake.history) == 8  # the refused run sent nothing
+    assert not (tagger_cli.tmp / "other-cache").exists()  # refused before opening anything
+    assert tagger_cli.run(inputs=[small]).exit_code == 0  # the lock went with the first run
+
+
+def test_a_killed_run_does_not_block_the_next(tagger_cli: TaggerCLI) -> None:
+    fake = tagger_cli.fake
+    small = tagger_cli.small_input(5)
+    out = tagger_cli.out
+    out.parent.mkdir(parents=True)
+    args = run_args(small, out, fake.base_url, tagger_cli.cache_dir, "--concurrency", 1)
+    fake.latency = 0.5  # the kill lands while answers are still coming
+    proc = popen(args, tagger_cli.tmp, tagger_cli.tmp / "killed.log")
+    _wait_for(lambda: len(fake.history) >= 1, proc)
+    proc.kill()
+    assert proc.wait(SAFETY_NET) == -signal.SIGKILL
+    fake.latency = 0.0
+    assert out.with_name(out.name + ".lock").exists()  # stale, but the kernel freed its lock
+    result = tagger_cli.run(inputs=[small])
+    assert result.exit_code == 0, result.output
+    assert len(tagger_cli.rows()) == 5
+
+
+# --- the output is never an input --------------------------------------------------------------
+
+
+def test_output_that_is_an_input_is_refused(tagger_cli: TaggerCLI) -> None:
+    small = tagger_cli.small_input(3)
+    before = small.read_bytes()
+    result = tagger_cli.run(inputs=[small], out=small)
+    assert result.exit_code == 2, result.output
+    assert "one of the inputs" in one_line(result.stderr)
+    assert small.read_bytes() == before
+    assert not tagger_cli.fake.history
+
+    folder = tagger_cli.tmp / "folder"
+    shutil.copytree(SEEDS_DIR, folder)
+    seed = sorted(folder.glob("*.txt"))[0]
+    before = seed.read_bytes()
+    result = tagger_cli.run(inputs=[folder], out=seed)
+    assert result.exit_code == 2, result.output
+    assert seed.read_bytes() == before
+
+
+def test_own_output_in_the_input_directory_is_not_read(tagger_cli: TaggerCLI) -> None:
+    folder = tagger_cli.tmp / "folder"
+    shutil.copytree(SEEDS_DIR, folder)
+    out = folder / "tagged.jsonl"
+    for _ in range(3):
+        result = tagger_cli.run(inputs=[folder], out=out)
+        assert result.exit_code == 0, result.output
+        assert len(tagger_cli.rows(out)) == 57
+        assert tagger_cli.manifest(out)["input_count"] == 57
+    # A .jsonl without a manifest beside it is an input like any other.
+    shutil.copy(out, folder / "more.jsonl")
+    result = tagger_cli.run(inputs=[folder], out=tagger_cli.out)
+    assert result.exit_code == 0, result.output
+    assert len(tagger_cli.rows()) == 114
+
+
+# --- a run that ends early never replaces a better output --------------------------------------
+
+
+def test_stopped_run_keeps_the_complete_output(tagger_cli: TaggerCLI) -> None:
+    out = tagger_cli.out
+    assert tagger_cli.run().exit_code == 0
+    complete, manifest = out.read_bytes(), tagger_cli.manifest()
+    partial = out.with_name(out.name + ".partial")
+
+    stopped = tagger_cli.run("--no-cache", "--max-requests", "5")
+    assert stopped.exit_code == 1, stopped.output
+    assert out.read_bytes() == complete and tagger_cli.manifest() == manifest
+    rows = read_rows(partial)  # this run's rows are kept beside it, and the message says so
+    assert len(rows) == 57 and sum(r["status"] == "ok" for r in rows) == 5
+    message = one_line(stopped.stderr)
+    assert f"kept {out}" in message and str(partial) in message
+    assert f"wrote {out}" not in message
+
+    # A configuration error (nothing listens at this URL) writes nothing at all.
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    failed = tagger_cli.run("--no-cache", "--max-attempts", "1", base_url=url)
+    assert failed.exit_code == 2, failed.output
+    assert out.read_bytes() == complete and tagger_cli.manifest() == manifest
+    assert not partial.exists()
+
+
+def test_unfinished_runs_replace_only_a_worse_output(tagger_cli: TaggerCLI) -> None:
+    def ok_rows() -> int:
+        return sum(r["status"] == "ok" for r in tagger_cli.rows())
+
+    assert tagger_cli.run("--no-cache", "--max-requests", "3").exit_code == 1
+    assert ok_rows() == 3  # there was no output: the unfinished run's rows are it
+    assert tagger_cli.manifest()["status"] == "stopped"
+    assert tagger_cli.run("--no-cache", "--max-requests", "8").exit_code == 1
+    assert ok_rows() == 8  # more ok rows: better, so it replaced the output
+    assert tagger_cli.run("--no-cache", "--max-requests", "2").exit_code == 1
+    assert ok_rows() == 8  # fewer: kept
+    assert tagger_cli.manifest()["ok"] == 8
+
+
+def test_configuration_error_writes_no_output(tagger_cli: TaggerCLI) -> None:
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    result = tagger_cli.run("--max-attempts", "1", base_url=url)
+    assert result.exit_code == 2, result.output
+    assert list(tagger_cli.out.parent.iterdir()) == []
+
+
+def test_sigterm_keeps_the_complete_output(tagger_cli: TaggerCLI) -> None:
+    fake = tagger_cli.fake
+    out = tagger_cli.out
+    assert tagger_cli.run().exit_code == 0
+    complete = out.read_bytes()
+    fake.latency = 0.5  # the signal lands while answers are still coming
+    args = run_args(SEEDS_DIR, out, fake.base_url, tagger_cli.cache_dir, "--no-cache")
+    log = tagger_cli.tmp / "term.log"
+    sent = len(fake.history)
+    proc = popen(args, tagger_cli.tmp, log)
+    try:
+        _wait_for(lambda: len(fake.history) >= sent + 2, proc)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(SAFETY_NET) == 130, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert out.read_bytes() == complete
+    assert len(read_rows(out.with_name(out.name + ".partial"))) == 57
+    assert f"kept {out}" in one_line(log.read_text())
+
+
+# --- the output is checked before paying ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["directory", "empty name", "read-only directory", "under a file", "read-only file", "pipe"],
+)
+def test_unusable_output_is_refused_before_the_first_request(
+    tagger_cli: TaggerCLI, make_read_only: Callable[[Path], None], case: str
+) -> None:
+    folder = tagger_cli.tmp / "folder"
+    folder.mkdir()
+    out = {
+        "directory": folder,
+        "empty name": Path(""),
+        "read-only directory": folder / "tagged.jsonl",
+        "under a file": tagger_cli.small_input(1) / "tagged.jsonl",
+        "read-only file": folder / "tagged.jsonl",
+        "pipe": folder / "pipe.jsonl",
+    }[case]
+    if case == "pipe":
+        os.mkfifo(out)  # replacing it would turn a pipe someone reads into a plain file
+    if case == "read-only directory":
+        make_read_only(folder)
+    if case == "read-only file":
+        out.write_text("an earlier output\n")
+        make_read_only(out)
+    result = tagger_cli.run(out=out)
+    assert result.exit_code == 2, result.output
+    assert len(_errors(result.stderr)) == 1, result.stderr
+    assert "-o" in _errors(result.stderr)[0]
+    assert "Traceback" not in result.output
+    assert not tagger_cli.fake.history
+
+
+def _limit_file_size() -> None:
+    # A file may not grow past 16 KB: writes fail as on a full disk (Python ignores SIGXFSZ).
+    resource.setrlimit(resource.RLIMIT_FSIZE, (16_384, 16_384))
+
+
+def test_full_disk_on_the_output_is_one_line_and_leaves_nothing(tagger_cli: TaggerCLI) -> None:
+    out = tagger_cli.out
+    assert tagger_cli.run().exit_code == 0
+    previous = out.read_bytes()
+    args = run_args(SEEDS_DIR, out, tagger_cli.fake.base_url, tagger_cli.cache_dir, "--no-cache")
+    done = subprocess.run(
+        subprocess_cmd(*args),
+        cwd=tagger_cli.tmp,
+        env=clean_env(),
+        capture_output=True,
+        timeout=SAFETY_NET * 2,
+        preexec_fn=_limit_file_size,
+    )
+    stderr = done.stderr.decode(errors="replace")
+    assert done.returncode == 1, stderr
+    errors = _errors(stderr)
+    assert len(errors) == 1 and str(out) in errors[0], stderr
+    assert "Traceback" not in stderr
+    assert out.read_bytes() == previous
+    assert sorted(p.name for p in out.parent.iterdir()) == ["tagged.jsonl", "tagged.manifest.json"]
+
+
+def test_failed_manifest_write_leaves_no_temporary_file(tmp_path: Path) -> None:
+    code = (
+        "import sys; from pathlib import Path; from tagger.output import write_json_atomic\n"
+        "try:\n"
+        "    write_json_atomic(Path(sys.argv[1]), {'padding': 'x' * 100_000})\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    target = tmp_path / "tagged.manifest.json"
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(target)],
+        capture_output=True,
+        timeout=SAFETY_NET,
+        preexec_fn=_limit_file_size,
+    )
+    assert done.stdout.decode().startswith("OutputError cannot write"), done
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- a malformed --base-url is a bad option, refused before any row ---------------------------
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:99999/v1", "http://[::1/v1", "localhost:8000"])
+def test_malformed_base_url_is_refused(tagger_cli: TaggerCLI, url: str) -> None:
+    result = tagger_cli.run(base_url=url, key=TEST_KEY)
+    assert result.exit_code == 2, result.output
+    assert "base_url" in one_line(result.stderr)
+    assert "Traceback" not in result.output
+    assert not tagger_cli.out.parent.exists() or not list(tagger_cli.out.parent.iterdir())
