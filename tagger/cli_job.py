@@ -14,7 +14,7 @@ from typing import Any
 import typer
 from pydantic import SecretStr
 
-from tagger.cli import EXIT_INTERRUPTED, _errors, _stderr, is_broken_pipe
+from tagger.cli_errors import EXIT_INTERRUPTED, errors, is_broken_pipe, stderr_console
 from tagger.cli_logging import logs_on_stderr
 from tagger.cli_progress import BarProgress, print_dry_run, print_summary, say
 from tagger.config import ClientConfig, HttpBackend, Mode, RunConfig
@@ -60,7 +60,7 @@ class RunOptions:
                 model=self.model,
                 base_url=self.base_url or None,
                 api_key=SecretStr(self.api_key) if self.api_key else None,
-                timeout=self.timeout or default_timeout(self.base_url),
+                timeout=default_timeout(self.base_url) if self.timeout is None else self.timeout,
                 max_attempts=self.max_attempts,
                 http=HttpBackend(self.http),
                 rpm=self.rpm,
@@ -93,9 +93,9 @@ def run_command(options: RunOptions) -> None:
     from tagger.inputs import scan
     from tagger.pricing import PriceTable
 
-    console = _stderr()
+    console = stderr_console()
     with (
-        _errors(options.api_key),
+        errors(options.api_key),
         logs_on_stderr(options.log_level, console, options.api_key),
     ):
         if options.verbose and options.quiet:
@@ -143,7 +143,7 @@ def _interruptible(what: str) -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        say(_stderr(), f"Interrupted {what}")
+        say(stderr_console(), f"Interrupted {what}")
         raise typer.Exit(EXIT_INTERRUPTED) from None
     finally:
         if installed:

@@ -3,47 +3,21 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Annotated
 
 import typer
 
-from tagger.cli_options import DEFAULT_BASE_URL
-
-
-@contextmanager
-def _errors(secret: str | None) -> Iterator[None]:
-    """tagger.cli's error handling (imported late: tagger.cli imports this module)."""
-    from tagger.cli import _errors as cli_errors
-
-    with cli_errors(secret):
-        yield
+from tagger.cli_errors import errors
+from tagger.cli_options import ApiKeyOpt, BaseUrlOpt
 
 
 def models(
-    base_url: Annotated[
-        str | None,
-        typer.Option(
-            envvar="OPENAI_BASE_URL",
-            help="OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio).",
-            show_default=DEFAULT_BASE_URL,
-            metavar="URL",
-        ),
-    ] = None,
-    api_key: Annotated[
-        str | None,
-        typer.Option(
-            envvar="OPENAI_API_KEY",
-            help="API key; local servers accept anything.",
-            show_default=False,
-            metavar="KEY",
-        ),
-    ] = None,
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ) -> None:
     """List the models the server offers (GET /v1/models): the names --model takes."""
-    with _errors(api_key):
+    with errors(api_key):
         from pydantic import SecretStr, ValidationError
 
         from tagger.config import ClientConfig

@@ -19,6 +19,24 @@ PathsArg = Annotated[
         help="Abstract files (.txt, .jsonl, .csv) or directories of them.", metavar="PATH"
     ),
 ]
+BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        envvar="OPENAI_BASE_URL",
+        help="OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio).",
+        show_default=DEFAULT_BASE_URL,
+        metavar="URL",
+    ),
+]
+ApiKeyOpt = Annotated[
+    str | None,
+    typer.Option(
+        envvar="OPENAI_API_KEY",
+        help="API key; better put in .env. Local servers accept anything.",
+        show_default=False,
+        metavar="KEY",
+    ),
+]
 PromptsDirOpt = Annotated[
     Path | None,
     typer.Option(

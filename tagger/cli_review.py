@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+from tagger.cli_errors import errors
 
 if TYPE_CHECKING:
     from tagger.taxonomy import Synonyms, Taxonomy
@@ -84,15 +84,6 @@ def _gold(path: Path, prompts_dir: Path | None, synonyms: Synonyms) -> list[dict
     return check_gold_rows(str(path), rows, taxonomy, synonyms)
 
 
-@contextmanager
-def _errors() -> Iterator[None]:
-    """tagger.cli's error handling (imported late: tagger.cli imports this module)."""
-    from tagger.cli import _errors as cli_errors
-
-    with cli_errors():
-        yield
-
-
 def _note(message: str) -> None:
     from rich.console import Console
 
@@ -113,7 +104,7 @@ def export(
     """Write a run to a review sheet: one row per abstract, formulas neutralised."""
     from tagger.sheets import SHEET_COLUMNS, count_rows, run_row_to_sheet, sheet_format, write_sheet
 
-    with _errors():
+    with errors():
         kind = sheet_format(output)
         (rows,) = _runs(run_file)
         counts = count_rows(rows) if kind == "xlsx" else None
@@ -140,7 +131,7 @@ def gold_import(
     from tagger.gold import import_sheet, sheet_taxonomy_version, write_jsonl
     from tagger.sheets import read_sheet
 
-    with _errors():
+    with errors():
         if sheet.suffix.lower() == ".jsonl":
             from tagger.errors import UsageError
 
@@ -176,7 +167,7 @@ def eval_command(
     from tagger.evaluate import evaluate
     from tagger.review_tables import print_eval
 
-    with _errors():
+    with errors():
         (run_rows,) = _runs(run_file)
         synonyms = _synonyms(prompts_dir, synonyms_version)
         gold_rows = _gold(gold, prompts_dir, synonyms)
@@ -204,7 +195,7 @@ def compare(
     from tagger.review_tables import print_compare
     from tagger.sheets import sheet_format, write_sheet
 
-    with _errors():
+    with errors():
         if output is not None:
             sheet_format(output)  # fail on a bad suffix before any work
         synonyms = _synonyms(prompts_dir, synonyms_version)
@@ -239,7 +230,7 @@ def tags(
     from tagger.review_tables import print_tags
     from tagger.tagstats import tag_report, toml_lines
 
-    with _errors():
+    with errors():
         (run_rows,) = _runs(run_file)
         synonyms = _synonyms(prompts_dir, synonyms_version)
         report = tag_report(run_rows, synonyms)

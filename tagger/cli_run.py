@@ -8,8 +8,9 @@ from typing import Annotated
 import typer
 
 from tagger.cli_options import (
-    DEFAULT_BASE_URL,
     DEFAULT_MODEL,
+    ApiKeyOpt,
+    BaseUrlOpt,
     CacheDirOpt,
     HttpName,
     ModeName,
@@ -30,24 +31,8 @@ def run(
             envvar="TAGGER_MODEL", help="Model name as the server knows it.", metavar="NAME"
         ),
     ] = DEFAULT_MODEL,
-    base_url: Annotated[
-        str | None,
-        typer.Option(
-            envvar="OPENAI_BASE_URL",
-            help="OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio).",
-            show_default=DEFAULT_BASE_URL,
-            metavar="URL",
-        ),
-    ] = None,
-    api_key: Annotated[
-        str | None,
-        typer.Option(
-            envvar="OPENAI_API_KEY",
-            help="API key; better put in .env. Local servers accept anything.",
-            show_default=False,
-            metavar="KEY",
-        ),
-    ] = None,
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
     prompt: Annotated[
         str | None,
         typer.Option(

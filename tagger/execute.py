@@ -70,10 +70,11 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
     cached = prompt_tokens = completion_tokens = 0
     mode = config.mode or ModeProbe(None).mode
     for abstract in iter_abstracts(scan.files):
-        if abstract.id in seen:
+        key = plan.item_key(abstract)  # de-duplicated as the runner and the cache do
+        if key in seen:
             continue
-        seen.add(abstract.id)
-        if cache is not None and cache.get(plan.item_key(abstract)) is not None:
+        seen.add(key)
+        if cache is not None and cache.get(key) is not None:
             cached += 1
             continue
         messages = render_messages(

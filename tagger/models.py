@@ -5,6 +5,7 @@ from __future__ import annotations
 from tagger.config import ClientConfig
 from tagger.errors import FatalAPIError
 from tagger.secrets import public_url, redact
+from tagger.server_faults import server_message
 
 # Listing models is one small GET: a server that cannot answer it quickly is not one to wait for.
 LIST_TIMEOUT = 15.0
@@ -32,7 +33,7 @@ def list_models(config: ClientConfig, timeout: float = LIST_TIMEOUT) -> list[str
                 f"{where} refused the API key (HTTP {exc.status_code}): check OPENAI_API_KEY "
                 "in .env or pass --api-key"
             ) from None
-        message = redact(" ".join(str(exc.message).split())[:200], secret)
+        message = redact(server_message(exc)[:200], secret)
         raise FatalAPIError(
             f"{where} did not list its models (GET /models: HTTP {exc.status_code}: {message}): "
             "check --base-url (OpenAI-compatible servers usually end in /v1)"

@@ -22,6 +22,9 @@ from tagger.pacing import Pacer
 from tagger.ratelimit import MAX_PAUSE_SECONDS, SendGate
 
 PER_MINUTE = 1200  # enforced as 20 in any sliding second: quick, and the same ratios as 600 RPM
+# The runs are short and skip the cache: the headroom leaves ~30 ms a second for jitter, and a
+# busy machine's stalls (an fsync, a descheduled process) are what could use it up. Whether the
+# limit is used well (>= 95%) is measured by bench/ratelimit.py, not here.
 
 
 @pytest.fixture
@@ -47,10 +50,6 @@ def _run(tmp_path: Path, llm: FakeLLM, items: int, *extra: object) -> tuple[str,
     assert_rows_match(rows, inputs)
     assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows if r["error"]]
     return log, out
-
-
-def _chats(llm: FakeLLM) -> list[float]:
-    return [r.started for r in llm.history if r.path.endswith("/chat/completions")]
 
 
 def test_rpm_enforced_per_second_gets_no_429(tmp_path: Path, llm: FakeLLM) -> None:
