@@ -11,12 +11,11 @@ from tenacity import RetryCallState, wait_random_exponential
 
 from tagger.config import Mode
 from tagger.errors import FatalAPIError
-from tagger.ratelimit import SendGate
+from tagger.ratelimit import MAX_PAUSE_SECONDS, SendGate
 
 if TYPE_CHECKING:
     import openai
 
-MAX_RETRY_AFTER = 120.0  # seconds; a server asking for longer is treated as a plain failure
 TRANSIENT_STATUS = frozenset({408, 409, 429})
 # Phrases servers use when they do not support a response_format type.
 _FORMAT_REJECTION_HINTS = ("response_format", "json_schema", "json_object", "'text' or")
@@ -62,7 +61,7 @@ def retry_after_seconds(exc: BaseException) -> float | None:
             seconds = float(value) / divisor
         except ValueError:
             continue
-        if 0 <= seconds <= MAX_RETRY_AFTER:
+        if 0 <= seconds <= MAX_PAUSE_SECONDS:  # asking for longer: a plain failure
             return seconds
     return None
 

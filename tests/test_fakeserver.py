@@ -67,7 +67,9 @@ def llm() -> Iterator[FakeLLM]:
 @pytest.fixture
 def client(llm: FakeLLM) -> Iterator[openai.OpenAI]:
     """Sync SDK client without retries."""
-    with openai.OpenAI(base_url=llm.base_url, api_key="sk-test", max_retries=0, timeout=5) as c:
+    with openai.OpenAI(
+        base_url=llm.base_url, api_key="sk-test", max_retries=0, timeout=SAFETY_TIMEOUT
+    ) as c:
         yield c
 
 
@@ -221,7 +223,9 @@ def test_hang_times_out_and_stop_is_prompt() -> None:
         c.chat.completions.create(model="m", messages=_msgs())
     # The client gave up and left: the fake stops hanging on that request.
     _wait_until(lambda: server.in_flight == 0, "the hang to notice the client left")
-    slow = openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0, timeout=60)
+    slow = openai.OpenAI(
+        base_url=server.base_url, api_key="sk-test", max_retries=0, timeout=SAFETY_TIMEOUT
+    )
     outcome: list[BaseException] = []
 
     def call() -> None:
@@ -381,16 +385,19 @@ def test_fixture_from_conftest(fake_llm: FakeLLM) -> None:
 
 
 def test_standalone_spawn() -> None:
-    proc, base_url = FakeLLM.spawn(["--latency", "0.01", "--areas", "a,b", "--rpm", "100"])
+    args = ["--latency", "0.01", "--areas", "a,b", "--rpm", "100"]
+    proc, base_url = FakeLLM.spawn(args, timeout=SAFETY_TIMEOUT)
     try:
         assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1")
-        with openai.OpenAI(base_url=base_url, api_key="sk-test", max_retries=0, timeout=5) as c:
+        with openai.OpenAI(
+            base_url=base_url, api_key="sk-test", max_retries=0, timeout=SAFETY_TIMEOUT
+        ) as c:
             raw = c.chat.completions.with_raw_response.create(model="m", messages=_msgs())
         assert raw.headers["x-ratelimit-limit-requests"] == "100"
         assert json.loads(raw.parse().choices[0].message.content or "")["task_area"] in {"a", "b"}
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=10)
+        out, _ = proc.communicate(timeout=SAFETY_TIMEOUT)
     assert proc.returncode == 0
     stats = json.loads(out.strip().splitlines()[-1])
     assert stats == {
