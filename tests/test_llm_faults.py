@@ -50,14 +50,15 @@ def test_transient_fault_then_ok(tagger_cli: TaggerCLI, fault: str) -> None:
 
 
 def test_hang_times_out_then_retries(tagger_cli: TaggerCLI) -> None:
-    tagger_cli.fake.hang_seconds = 5.0
+    # The hang outlasts any test run: the retry can only exist because the client gave up.
+    tagger_cli.fake.hang_seconds = 300.0
     snippet = _target(tagger_cli, ["hang"])
-    result = tagger_cli.run(inputs=[tagger_cli.small_input(3)], timeout=0.5)
+    result = tagger_cli.run(inputs=[tagger_cli.small_input(3)], timeout=2.0)
     assert result.exit_code == 0, result.output
     assert _statuses(tagger_cli) == ["ok"] * 3
     hung, retry = tagger_cli.chats_for(snippet)
     assert hung.fault == "hang" and retry.status == 200
-    assert 0.45 <= retry.started - hung.started < 4.0  # the client gave up after --timeout
+    assert retry.started - hung.started >= 1.95  # not before --timeout ran out
 
 
 def test_truncated_answer_retried_with_more_tokens(tagger_cli: TaggerCLI) -> None:
