@@ -54,7 +54,7 @@ class BarProgress:
         if show:
             self._progress = Progress(
                 TextColumn("tagging"),
-                BarColumn(),
+                BarColumn(bar_width=20),  # room for the counts on an 80-column terminal
                 MofNCompleteColumn(),
                 TimeRemainingColumn(),
                 _LiveColumn(self),

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from tagger.cli_errors import errors
+from tagger.terminal import json_text
 
 if TYPE_CHECKING:
     from tagger.taxonomy import Synonyms, Taxonomy
@@ -173,7 +173,7 @@ def eval_command(
         gold_rows = _gold(gold, prompts_dir, synonyms)
         report = evaluate(run_rows, gold_rows, synonyms)
         if as_json:
-            typer.echo(json.dumps(report, ensure_ascii=False, indent=2))
+            typer.echo(json_text(report))
             return
         print_eval(report, f"{run_file} vs {gold}")
 
@@ -211,7 +211,7 @@ def compare(
             write_sheet(output, DIFF_COLUMNS, diff_sheet_rows(report["rows"]), title="compare")
             _note(f"wrote {len(report['rows'])} compared rows to {output}")
         if as_json:
-            typer.echo(json.dumps(report, ensure_ascii=False, indent=2))
+            typer.echo(json_text(report))
             return
         print_compare(report, limit)
 
@@ -235,7 +235,7 @@ def tags(
         synonyms = _synonyms(prompts_dir, synonyms_version)
         report = tag_report(run_rows, synonyms)
         if as_json:
-            typer.echo(json.dumps(report, ensure_ascii=False, indent=2))
+            typer.echo(json_text(report))
             return
         if suggest:
             # Only the lines, so the output can be appended to the [map] table as is.

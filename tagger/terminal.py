@@ -22,6 +22,16 @@ def one_line(text: object) -> str:
     return printable(text).replace("\n", "\\n").replace("\t", " ")
 
 
+def json_text(value: object) -> str:
+    """Indented JSON, non-ASCII kept readable; control characters escaped as \\uNNNN."""
+    import json
+
+    # ensure_ascii=False leaves C1 controls (a one-byte CSI among them) raw inside strings; an
+    # escape is the same JSON value and cannot act on the terminal.
+    text = json.dumps(value, ensure_ascii=False, indent=2)
+    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def cell(text: object) -> Text:
     """A rich Text of printable(text): shown as is, never parsed as markup."""
     from rich.text import Text

@@ -193,6 +193,14 @@ def test_compare_escapes_ids_and_tags(tagger_cli: TaggerCLI) -> None:
     assert "+[/bold]" in result.stdout
 
 
+def test_json_reports_escape_control_characters(tagger_cli: TaggerCLI) -> None:
+    a, b = _poisoned_run(tagger_cli)
+    result = tagger_cli.invoke(["compare", a, b, "--json", "--prompts-dir", PROMPTS_DIR])
+    _assert_clean(result)
+    report = json.loads(result.stdout)  # escaped, yet the same JSON values
+    assert "\x9b31mcsi" in json.dumps(report, ensure_ascii=False)
+
+
 def test_error_naming_an_id_escapes_it(tagger_cli: TaggerCLI) -> None:
     bad_id = f"{ESC}[2J[red]x"
     path = tagger_cli.write_jsonl(
