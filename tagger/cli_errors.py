@@ -58,7 +58,7 @@ def report(exc: Exception, secret: str | None) -> int:
         say(f"Error: {redact(str(exc), secret)}")
         return exc.exit_code
     if isinstance(exc, ValidationError):
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(_option_problem(e["loc"], e["msg"]) for e in exc.errors())
         say(f"Error: invalid option: {problems}")
         return 2
     # A bug, not a user error: one line naming it, no traceback in the user's face.
@@ -80,3 +80,9 @@ def _close_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError, AttributeError):  # stdout without a file descriptor
         pass
+
+
+def _option_problem(location: tuple[int | str, ...], message: str) -> str:
+    """'--base-url: not a valid URL ...' from pydantic's ('base_url',) and 'Value error, ...'."""
+    option = "--" + str(location[-1]).replace("_", "-") if location else "option"
+    return f"{option}: {message.removeprefix('Value error, ')}"

@@ -65,12 +65,12 @@ class BarProgress:
 
     @contextmanager
     def shown(self) -> Iterator[BarProgress]:
-        """Draw the line while the block runs; its last state stays on screen."""
-        if self._progress is None:
+        """Draw the line from the run's start to the block's end; its last state stays on screen."""
+        try:
             yield self
-            return
-        with self._progress:
-            yield self
+        finally:
+            if self._progress is not None and self._progress.live.is_started:
+                self._progress.stop()
 
     def status_line(self) -> str:
         """'ok 40 · failed 1 · not run 0 · retries 3 · in flight 8 · paused 12 s'."""
@@ -83,8 +83,11 @@ class BarProgress:
         return " · ".join(parts)
 
     def started(self, live: Callable[[], LiveCounts]) -> None:
-        """Keep the reader of the live counts."""
+        """Keep the reader of the live counts and show the line."""
+        # Not earlier: a configuration error found while setting up the run stays one line alone.
         self._live = live
+        if self._progress is not None:
+            self._progress.start()
 
     def answered(self, status: str) -> None:
         """Count one outcome; the bar moves for answers (ok or failed), not for rows not run."""

@@ -126,5 +126,5 @@ def test_bad_option_values(tagger_cli: TaggerCLI, option: list[str]) -> None:
     result = tagger_cli.run(*option)
     assert result.exit_code == 2, result.output
     assert tagger_cli.fake.history == []
-    assert option[0] in one_line(result.stderr) or "invalid option" in one_line(result.stderr)
+    assert option[0] in one_line(result.stderr)  # the message names the option to fix
     assert not tagger_cli.out.exists()

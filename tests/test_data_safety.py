@@ -284,6 +284,6 @@ def test_failed_manifest_write_leaves_no_temporary_file(tmp_path: Path) -> None:
 def test_malformed_base_url_is_refused(tagger_cli: TaggerCLI, url: str) -> None:
     result = tagger_cli.run(base_url=url, key=TEST_KEY)
     assert result.exit_code == 2, result.output
-    assert "base_url" in one_line(result.stderr)
+    assert "--base-url" in one_line(result.stderr)
     assert "Traceback" not in result.output
     assert not tagger_cli.out.parent.exists() or not list(tagger_cli.out.parent.iterdir())
