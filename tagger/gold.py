@@ -164,7 +164,6 @@ class GoldImport:
 
     rows: list[dict[str, Any]]
     skipped: int
-    total: int
 
 
 def import_sheet(
@@ -212,7 +211,7 @@ def import_sheet(
     if problems:
         count = f"{len(problems)} bad cell{'s' if len(problems) != 1 else ''}"
         raise UsageError(f"{name}: {count}; fix them and import again:\n" + "\n".join(problems))
-    return GoldImport(rows=gold, skipped=skipped, total=len(rows))
+    return GoldImport(rows=gold, skipped=skipped)
 
 
 def sheet_taxonomy_version(rows: Sequence[tuple[int, dict[str, str]]]) -> str | None:
@@ -243,11 +242,6 @@ def gold_taxonomy_version(rows: Sequence[dict[str, Any]]) -> str | None:
     """The taxonomy version all gold rows were labelled with, or None if absent or mixed."""
     versions = {str(row.get("taxonomy_version") or "").strip() for row in rows} - {""}
     return versions.pop() if len(versions) == 1 else None
-
-
-def load_gold(path: Path, taxonomy: Taxonomy, synonyms: Synonyms | None) -> list[dict[str, Any]]:
-    """Read and validate a gold JSONL file."""
-    return check_gold_rows(str(path), read_jsonl(path, "gold"), taxonomy, synonyms)
 
 
 def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:

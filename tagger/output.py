@@ -74,7 +74,6 @@ class JsonlWriter:
 
     def __init__(self, stream: IO[str], name: Path | str) -> None:
         self.name = name
-        self.rows = 0
         self._stream = stream
 
     def write(self, row: dict[str, Any]) -> None:
@@ -85,7 +84,6 @@ class JsonlWriter:
             raise  # a reader of standard output went away: the CLI says so
         except OSError as exc:
             raise write_failed(self.name, exc) from exc
-        self.rows += 1
 
     def flush(self) -> None:
         """Push buffered rows to the operating system."""

@@ -27,7 +27,6 @@ SUMMARY_WORD_LIMIT = 35  # what validation enforces: a little slack avoids needl
 MAX_TAGS = 6
 MAX_TAG_WORDS = 6
 MAX_TAG_CHARS = 60
-ANSWER_FIELDS = ("summary", "task_area", "method_tags")
 
 _EXCERPT_CHARS = 80
 _QUOTES = "\"'`“”‘’«»"

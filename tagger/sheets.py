@@ -24,7 +24,6 @@ TAG_SEPARATOR = "; "
 # count too (tab, CR, \x01, ...): apps and XML strip them and then see the formula behind.
 FORMULA_STARTS = ("=", "+", "-", "@", *map(chr, range(32)))
 NEUTRAL_PREFIX = "'"
-BOM = "\ufeff"
 
 Cell = str | int | float | None
 _WIDE = {"abstract": 80, "summary": 50, "title": 40, "method_tags": 32, "error": 40}

@@ -36,7 +36,6 @@ class Outcome:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_input_tokens: int = 0
-    requests: int = 0
     repairs: int = 0
     mode: Mode | None = None
 
@@ -163,12 +162,12 @@ class ItemTagger:
             except FormatRejected as exc:
                 self.probe.downgrade(mode, str(exc))
                 if self.probe.mode is mode or budget.remaining <= 0:
-                    return self._fail(outcome, budget, f"server rejected {mode.value}: {exc}")
+                    return self._fail(outcome, f"server rejected {mode.value}: {exc}")
                 mode = self.probe.mode
                 messages = self.render(text, title, mode)
                 continue
             except RequestFailed as exc:
-                return self._fail(outcome, budget, exc.reason)
+                return self._fail(outcome, exc.reason)
             self.probe.settled = True
             outcome.mode = mode
             outcome.prompt_tokens += reply.prompt_tokens
@@ -188,7 +187,6 @@ class ItemTagger:
                 retried = ", also when asked again with twice that" if limit != asked else ""
                 return self._fail(
                     outcome,
-                    budget,
                     f"answer cut off at max_tokens={asked} (finish_reason=length{retried}): "
                     "raise max_tokens in the prompt's [params]",
                 )
@@ -209,15 +207,12 @@ class ItemTagger:
                     continue
                 return self._fail(
                     outcome,
-                    budget,
                     f"invalid answer after {outcome.repairs} repair turn(s): {problems}",
                 )
             outcome.answer = answer.model_dump(mode="json")
-            outcome.requests = budget.used
             return outcome
 
     @staticmethod
-    def _fail(outcome: Outcome, budget: AttemptBudget, reason: str) -> Outcome:
+    def _fail(outcome: Outcome, reason: str) -> Outcome:
         outcome.error = reason
-        outcome.requests = budget.used
         return outcome
