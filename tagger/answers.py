@@ -6,6 +6,8 @@ import json
 import re
 from typing import Any
 
+from tagger.errors import InvalidAnswer
+
 # An answer is well under 2 KB; a reply fifty times that is not one, and is not worth parsing.
 MAX_REPLY_CHARS = 100_000
 # Objects nested inside a candidate that did not parse are tried too, but only this many: trying
@@ -15,10 +17,6 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _STRUCTURE = re.compile(r'[{}"\\]')
 # Reasoning models served locally (DeepSeek-R1, QwQ on Ollama/vLLM) think aloud before answering.
 _THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
-
-
-class InvalidAnswer(ValueError):
-    """The reply holds no usable JSON object."""
 
 
 def extract_json(content: str) -> dict[str, Any]:

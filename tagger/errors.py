@@ -1,4 +1,23 @@
-"""Domain errors the CLI turns into one-line messages with a next step."""
+"""Every exception tagger raises on purpose, in one place.
+
+TaggerError                 reported to the user as one line; `exit_code` is the process's exit
+├── UsageError (2)          bad input, option or configuration: nothing was sent
+│   ├── InputError (2)      an input file cannot be used (path, line, message)
+│   └── ConfigError (2)     missing or invalid configuration
+│       └── CacheError (2)  the cache directory cannot be used
+├── FatalAPIError (2)       the server refused in a way retrying cannot fix: the run stops
+├── CacheWriteError (1)     an answer could not be committed to the cache: sending stops
+├── OutputError (1)         the output could not be written
+└── SendingStopped (1)      the run stopped sending (Ctrl-C, a spend limit)
+    └── BudgetExceeded (1)  --max-requests or --max-cost reached
+
+Inside one abstract's attempts (never reach the user as such; they become its row's error):
+RequestFailed (reason)      the request cannot succeed for this abstract
+FormatRejected              the server refused the structured-output mode asked for
+RequestTimedOut             no complete answer within --timeout
+NotAnOpenAIAnswer           a 200 reply that is no OpenAI-style chat completion
+InvalidAnswer (ValueError)  the reply holds no usable JSON object
+"""
 
 from __future__ import annotations
 
@@ -46,3 +65,35 @@ class CacheWriteError(TaggerError):
 
 class OutputError(TaggerError):
     """The output file could not be written during a run (disk full, lost access)."""
+
+
+class SendingStopped(TaggerError):
+    """The run stopped sending (Ctrl-C, a spend limit): requests not yet sent are not sent."""
+
+
+class BudgetExceeded(SendingStopped):
+    """--max-requests or --max-cost would be exceeded: the run stops sending."""
+
+
+class RequestFailed(Exception):
+    """The request cannot succeed for this item (non-retryable, or attempts used up)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class FormatRejected(Exception):
+    """The server refused the structured-output mode we asked for."""
+
+
+class RequestTimedOut(Exception):
+    """No complete answer within --timeout (the whole request, however slowly bytes came)."""
+
+
+class NotAnOpenAIAnswer(Exception):
+    """A 200 reply that is not an OpenAI-style JSON chat completion (HTML, plain text...)."""
+
+
+class InvalidAnswer(ValueError):
+    """The reply holds no usable JSON object."""

@@ -13,16 +13,19 @@ from typing import TYPE_CHECKING, Any
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from tagger.config import ClientConfig, HttpBackend, Mode
-from tagger.errors import ConfigError, FatalAPIError
+from tagger.errors import (
+    ConfigError,
+    FatalAPIError,
+    FormatRejected,
+    NotAnOpenAIAnswer,
+    RequestFailed,
+    RequestTimedOut,
+)
 from tagger.formats import grammar_schema
 from tagger.models import offered_models_hint
 from tagger.ratelimit import SendGate
 from tagger.secrets import public_url, redact
 from tagger.server_faults import (
-    FormatRejected,
-    NotAnOpenAIAnswer,
-    RequestFailed,
-    RequestTimedOut,
     ServerHealth,
     describe,
     is_a_reply,

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from tagger.errors import TaggerError
+from tagger.errors import BudgetExceeded, SendingStopped
 from tagger.pacing import Pacer, wait_until
 
 # A server asking for a longer pause (Retry-After, an exhausted x-ratelimit window) is not
@@ -30,14 +30,6 @@ class GateSnapshot:
 
     in_flight: int  # requests holding a slot: sent, or about to be
     pause_left: float  # seconds until a pause ends (0: not paused)
-
-
-class SendingStopped(TaggerError):
-    """The run stopped sending (Ctrl-C, a spend limit): requests not yet sent are not sent."""
-
-
-class BudgetExceeded(SendingStopped):
-    """--max-requests or --max-cost would be exceeded: the run stops sending."""
 
 
 def parse_reset(value: str) -> float | None:

@@ -9,7 +9,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from tagger.cache import AnswerCache
-from tagger.errors import CacheWriteError, FatalAPIError, TaggerError, UsageError
+from tagger.errors import (
+    BudgetExceeded,
+    CacheWriteError,
+    FatalAPIError,
+    SendingStopped,
+    TaggerError,
+    UsageError,
+)
 from tagger.inputs import Abstract
 from tagger.llm import LLMClient
 from tagger.output import JsonlWriter, build_row
@@ -23,7 +30,6 @@ from tagger.progress import (
     ProgressSink,
     stop_advice,
 )
-from tagger.ratelimit import BudgetExceeded, SendingStopped
 from tagger.tagging import ItemTagger, Outcome
 
 NOT_RUN_PREFIX = "not run: "

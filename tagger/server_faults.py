@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from tenacity import RetryCallState, wait_random_exponential
 
 from tagger.config import Mode
-from tagger.errors import FatalAPIError
+from tagger.errors import FatalAPIError, RequestTimedOut
 from tagger.ratelimit import MAX_PAUSE_SECONDS, SendGate
 
 if TYPE_CHECKING:
@@ -26,26 +26,6 @@ UNREACHABLE_AFTER = 3
 # dropped connections), with no good reply in between, stop the run: the server is down.
 FAILING_ITEMS_AFTER = 3
 _TAG = re.compile(r"<[^>]+>")
-
-
-class RequestFailed(Exception):
-    """The request cannot succeed for this item (non-retryable, or attempts used up)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class FormatRejected(Exception):
-    """The server refused the structured-output mode we asked for."""
-
-
-class RequestTimedOut(Exception):
-    """No complete answer within --timeout (the whole request, however slowly bytes came)."""
-
-
-class NotAnOpenAIAnswer(Exception):
-    """A 200 reply that is not an OpenAI-style JSON chat completion (HTML, plain text...)."""
 
 
 def retry_after_seconds(exc: BaseException) -> float | None:

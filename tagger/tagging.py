@@ -9,17 +9,17 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from tagger.answers import InvalidAnswer, extract_json
+from tagger.answers import extract_json
 from tagger.config import Mode
-from tagger.errors import ConfigError
+from tagger.errors import ConfigError, FormatRejected, InvalidAnswer, RequestFailed
 from tagger.formats import instructions_for
-from tagger.llm import AttemptBudget, FormatRejected, LLMClient, RequestFailed
+from tagger.llm import AttemptBudget, LLMClient
 from tagger.pricing import estimate_tokens
 from tagger.prompts import Prompt
 from tagger.schema import format_validation_error
 from tagger.taxonomy import Taxonomy
 
-__all__ = ["InvalidAnswer", "ItemTagger", "ModeProbe", "Outcome", "extract_json"]
+__all__ = ["ItemTagger", "ModeProbe", "Outcome", "extract_json"]
 log = logging.getLogger(__name__)
 REPAIR_REQUEST = (
     "Your previous reply could not be used: {problems}\n"

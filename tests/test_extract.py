@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from tagger.answers import InvalidAnswer, extract_json
+from tagger.answers import extract_json
+from tagger.errors import InvalidAnswer
 
 ANSWER = '{"summary": "s", "task_area": "other", "method_tags": ["a"]}'
 EXPECTED = {"summary": "s", "task_area": "other", "method_tags": ["a"]}
