@@ -23,7 +23,7 @@ from tagger.errors import (
 )
 from tagger.formats import grammar_schema
 from tagger.models import offered_models_hint
-from tagger.ratelimit import SendGate
+from tagger.ratelimit import GateSnapshot, SendGate
 from tagger.secrets import public_url, redact
 from tagger.server_faults import (
     ServerHealth,
@@ -88,6 +88,15 @@ def response_format(mode: Mode, schema: dict[str, Any]) -> dict[str, Any] | None
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class ClientSnapshot:
+    """The client's counters at one moment, with its send gate's."""
+
+    requests: int
+    retries: int
+    gate: GateSnapshot
+
+
 class LLMClient:
     """An AsyncOpenAI client with tagger's retry policy and error handling."""
 
@@ -128,6 +137,14 @@ class LLMClient:
                 http_client=http_client,
             )
         return self._sdk
+
+    def stop_sending(self, reason: str) -> None:
+        """Send nothing more: requests waiting for a slot fail with SendingStopped(reason)."""
+        self.gate.stop(reason)
+
+    def snapshot(self) -> ClientSnapshot:
+        """Requests and retries so far, and the send gate's state."""
+        return ClientSnapshot(self.requests, self.retries, self.gate.snapshot())
 
     async def aclose(self) -> None:
         """Close the HTTP connections."""

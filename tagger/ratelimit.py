@@ -26,10 +26,12 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class GateSnapshot:
-    """The gate at one moment, for a progress line."""
+    """The gate at one moment, for the progress line and the run's stats."""
 
     in_flight: int  # requests holding a slot: sent, or about to be
     pause_left: float  # seconds until a pause ends (0: not paused)
+    paused_seconds: float = 0.0  # all pauses so far
+    learned: tuple[str, ...] = ()  # limits learned from headers
 
 
 def parse_reset(value: str) -> float | None:
@@ -161,8 +163,13 @@ class SendGate:
             self._tokens.book(estimated_tokens, due, sent)
 
     def snapshot(self) -> GateSnapshot:
-        """Requests in flight and the pause left, read without changing anything."""
-        return GateSnapshot(self._in_flight, max(0.0, self._resume_at - time.monotonic()))
+        """Requests in flight, pauses and learned limits, read without changing anything."""
+        return GateSnapshot(
+            in_flight=self._in_flight,
+            pause_left=max(0.0, self._resume_at - time.monotonic()),
+            paused_seconds=self.paused_seconds,
+            learned=tuple(self.learned),
+        )
 
     async def _wait_pause(self) -> None:
         while (delay := self._resume_at - time.monotonic()) > 0:

@@ -109,7 +109,7 @@ class BatchRunner:
                 fatal=self.fatal is not None,
                 cached=self.cache is not None,
             )
-        self.client.gate.stop(reason)  # requests queued for a slot are not sent either
+        self.client.stop_sending(reason)  # requests queued for a slot are not sent either
         self.stats.interrupted = self.stats.interrupted or interrupted
 
     async def run(self, abstracts: Iterator[Abstract]) -> RunStats:
@@ -166,8 +166,8 @@ class BatchRunner:
 
     def live(self) -> LiveCounts:
         """Retries so far, requests in flight and the rate-limit pause left."""
-        gate = self.client.gate.snapshot()
-        return LiveCounts(self.client.retries, gate.in_flight, gate.pause_left)
+        client = self.client.snapshot()
+        return LiveCounts(client.retries, client.gate.in_flight, client.gate.pause_left)
 
     def _cached(self, key: str) -> Outcome | None:
         if self.cache is None or (self.config.refresh and key not in self._refreshed):
@@ -281,15 +281,16 @@ class BatchRunner:
 
     def _finish_stats(self) -> None:
         stats = self.stats
-        stats.requests = self.client.requests
-        stats.retries = self.client.retries
+        client, probe = self.client.snapshot(), self.tagger.probe.snapshot()
+        stats.requests = client.requests
+        stats.retries = client.retries
         stats.cost = self._cost()
-        stats.mode = self.tagger.probe.mode.value if self.tagger.probe.settled else None
-        stats.mode_fallbacks = list(self.tagger.probe.fallbacks)
+        stats.mode = probe.mode
+        stats.mode_fallbacks = list(probe.fallbacks)
         stats.stop_reason = self.stop_reason
         stats.stop_advice = self.stop_advice or None
-        stats.rate_limit_pause = round(self.client.gate.paused_seconds, 3)
-        stats.learned_limits = list(self.client.gate.learned)
+        stats.rate_limit_pause = round(client.gate.paused_seconds, 3)
+        stats.learned_limits = list(client.gate.learned)
 
 
 def _status(outcome: Outcome) -> str:

@@ -40,6 +40,14 @@ class Outcome:
     mode: Mode | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ProbeSnapshot:
+    """The mode found so far (None until a server accepted one) and the fallbacks taken."""
+
+    mode: str | None
+    fallbacks: tuple[str, ...]
+
+
 class ModeProbe:
     """Finds, once per run, which structured-output mode the server accepts.
 
@@ -67,6 +75,10 @@ class ModeProbe:
             changed = self._changed
             await changed.wait()
         return False
+
+    def snapshot(self) -> ProbeSnapshot:
+        """The mode settled on and the fallbacks taken, for the run's stats."""
+        return ProbeSnapshot(self.mode.value if self.settled else None, tuple(self.fallbacks))
 
     def release(self) -> None:
         """Let every abstract send from now on."""
