@@ -7,9 +7,10 @@ from typing import Annotated, Literal
 
 import typer
 
-# Copies of tagger.config's values (a test keeps them equal): `--help` must not import pydantic.
-DEFAULT_MODEL = "gpt-4o-mini"
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
+from tagger import defaults
+
+DEFAULT_MODEL = defaults.MODEL
+DEFAULT_BASE_URL = defaults.BASE_URL
 ModeName = Literal["json_schema", "json_object_schema", "json_object", "text"]
 HttpName = Literal["httpx", "aiohttp"]
 

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from tagger import defaults
 from tagger.cli_options import (
     DEFAULT_MODEL,
     ApiKeyOpt,
@@ -55,7 +56,10 @@ def run(
             envvar="TAGGER_CONCURRENCY",
             min=1,
             help="Requests in flight at most.",
-            show_default="1 for a local server, else 8",
+            show_default=(
+                f"{defaults.LOCAL_CONCURRENCY} for a local server, "
+                f"else {defaults.REMOTE_CONCURRENCY}"
+            ),
             metavar="N",
         ),
     ] = None,
@@ -82,7 +86,9 @@ def run(
         typer.Option(
             envvar="TAGGER_TIMEOUT",
             help="Seconds one whole request may take.",
-            show_default="600 for a local server, else 300",
+            show_default=(
+                f"{defaults.LOCAL_TIMEOUT:g} for a local server, else {defaults.REMOTE_TIMEOUT:g}"
+            ),
             metavar="SECONDS",
         ),
     ] = None,
@@ -93,11 +99,11 @@ def run(
             help="HTTP requests per abstract, retries and repairs included.",
             metavar="N",
         ),
-    ] = 6,
+    ] = defaults.MAX_ATTEMPTS,
     repair_turns: Annotated[
         int,
         typer.Option(help="Times an invalid answer is sent back with its error.", metavar="N"),
-    ] = 2,
+    ] = defaults.REPAIR_TURNS,
     cache_dir: CacheDirOpt = Path("cache"),
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Neither read nor write the answer cache.")

@@ -9,15 +9,11 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from tagger.local import (
-    REMOTE_CONCURRENCY,
-    REMOTE_TIMEOUT,
-    default_concurrency,
-    default_timeout,
-)
+from tagger import defaults
+from tagger.local import default_concurrency, default_timeout
 
-DEFAULT_MODEL = "gpt-4o-mini"
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_MODEL = defaults.MODEL
+DEFAULT_BASE_URL = defaults.BASE_URL
 
 
 class Mode(StrEnum):
@@ -52,8 +48,8 @@ class ClientConfig(BaseModel):
     base_url: str | None = None
     api_key: SecretStr | None = None
     # None (not given): chosen for the server, see tagger.local.default_timeout.
-    timeout: float = Field(REMOTE_TIMEOUT, gt=0)
-    max_attempts: int = Field(6, ge=1, le=50)
+    timeout: float = Field(defaults.REMOTE_TIMEOUT, gt=0)
+    max_attempts: int = Field(defaults.MAX_ATTEMPTS, ge=1, le=50)
     http: HttpBackend = HttpBackend.HTTPX
     rpm: int | None = Field(None, ge=1)
     tpm: int | None = Field(None, ge=1)
@@ -101,8 +97,8 @@ class RunConfig(BaseModel):
     prompts_dir: Path
     prompt_ref: str | None = None
     mode: Mode | None = None  # None: detect once per run
-    concurrency: int = Field(REMOTE_CONCURRENCY, ge=1, le=1024)
-    repair_turns: int = Field(2, ge=0, le=5)
+    concurrency: int = Field(defaults.REMOTE_CONCURRENCY, ge=1, le=1024)
+    repair_turns: int = Field(defaults.REPAIR_TURNS, ge=0, le=5)
     cache_dir: Path = Path("cache")
     use_cache: bool = True
     refresh: bool = False

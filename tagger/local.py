@@ -8,21 +8,19 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from tagger.defaults import (
+    LOCAL_CONCURRENCY,
+    LOCAL_TIMEOUT,
+    REMOTE_CONCURRENCY,
+    REMOTE_TIMEOUT,
+)
+
 if TYPE_CHECKING:
     from tagger.config import RunConfig
     from tagger.llm import LLMClient
 
 log = logging.getLogger(__name__)
 
-REMOTE_CONCURRENCY = 8
-# Seconds one whole request may take when --timeout is not given. A CPU model needs minutes for
-# one answer (prefill, then generation); a cloud answer takes seconds, and a cloud server that
-# has not answered in five minutes is down, not slow.
-LOCAL_TIMEOUT = 600.0
-REMOTE_TIMEOUT = 300.0
-# llama.cpp, llama-cpp-python, Ollama and LM Studio answer one request at a time by default:
-# more in flight only wait in the server's queue, where they run into --timeout.
-LOCAL_CONCURRENCY = 1
 # An answer slower than this from a local server gets the one-time run-time estimate.
 SLOW_ANSWER_SECONDS = 10.0
 _LOCAL_NAMES = frozenset({"localhost", "host.docker.internal"})

@@ -1,0 +1,18 @@
+"""Every default value of a run, in one place (plain constants: `--help` imports them fast)."""
+
+from __future__ import annotations
+
+MODEL = "gpt-4o-mini"
+BASE_URL = "https://api.openai.com/v1"
+MAX_ATTEMPTS = 6  # HTTP requests per abstract, retries, repairs and the length retry included
+REPAIR_TURNS = 2  # times an invalid answer is sent back with its validation error
+# Requests in flight when --concurrency is not given. llama.cpp, llama-cpp-python, Ollama and
+# LM Studio answer one request at a time by default: more in flight only wait in the server's
+# queue, where they run into --timeout.
+REMOTE_CONCURRENCY = 8
+LOCAL_CONCURRENCY = 1
+# Seconds one whole request may take when --timeout is not given. A CPU model needs minutes for
+# one answer (prefill, then generation); a cloud answer takes seconds, and a cloud server that
+# has not answered in five minutes is down, not slow.
+REMOTE_TIMEOUT = 300.0
+LOCAL_TIMEOUT = 600.0
