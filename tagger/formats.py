@@ -1,4 +1,4 @@
-"""The format instructions each structured-output mode puts into the prompt."""
+"""Each structured-output mode's request shape: its response_format and its prompt instructions."""
 
 from __future__ import annotations
 
@@ -44,3 +44,19 @@ def grammar_schema(schema: dict[str, Any]) -> dict[str, Any]:
         items = {**tags["items"], "maxLength": MAX_TAG_CHARS}
         properties["method_tags"] = {**tags, "items": items}
     return {**schema, "properties": properties}
+
+
+def response_format(mode: Mode, schema: dict[str, Any]) -> dict[str, Any] | None:
+    """The response_format parameter for a mode."""
+    if mode is Mode.JSON_SCHEMA:
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": "abstract_tags", "strict": True, "schema": schema},
+        }
+    if mode is Mode.JSON_OBJECT_SCHEMA:
+        # llama.cpp's extension (llama-server, llama-cpp-python): decoding is constrained to
+        # the schema by a grammar, also on servers that answer json_schema with an error.
+        return {"type": "json_object", "schema": grammar_schema(schema)}
+    if mode is Mode.JSON_OBJECT:
+        return {"type": "json_object"}
+    return None

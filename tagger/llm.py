@@ -21,7 +21,7 @@ from tagger.errors import (
     RequestFailed,
     RequestTimedOut,
 )
-from tagger.formats import grammar_schema
+from tagger.formats import response_format
 from tagger.models import offered_models_hint
 from tagger.ratelimit import GateSnapshot, SendGate
 from tagger.secrets import public_url, redact
@@ -70,22 +70,6 @@ class AttemptBudget:
     def remaining(self) -> int:
         """Requests left."""
         return self.limit - self.used
-
-
-def response_format(mode: Mode, schema: dict[str, Any]) -> dict[str, Any] | None:
-    """The response_format parameter for a mode."""
-    if mode is Mode.JSON_SCHEMA:
-        return {
-            "type": "json_schema",
-            "json_schema": {"name": "abstract_tags", "strict": True, "schema": schema},
-        }
-    if mode is Mode.JSON_OBJECT_SCHEMA:
-        # llama.cpp's extension (llama-server, llama-cpp-python): decoding is constrained to
-        # the schema by a grammar, also on servers that answer json_schema with an error.
-        return {"type": "json_object", "schema": grammar_schema(schema)}
-    if mode is Mode.JSON_OBJECT:
-        return {"type": "json_object"}
-    return None
 
 
 @dataclass(frozen=True, slots=True)

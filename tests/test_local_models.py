@@ -13,7 +13,7 @@ from fakeserver import Recorded
 from tagger.answers import extract_json
 from tagger.config import ClientConfig, Mode, RunConfig
 from tagger.defaults import LOCAL_TIMEOUT as DEFAULT_TIMEOUT
-from tagger.llm import response_format
+from tagger.formats import response_format
 from tagger.local import SlowServerNotice, is_local_url, slow_estimate
 from tagger.pricing import MESSAGE_OVERHEAD_TOKENS, count_text_tokens
 from tagger.prompts import load_prompt
