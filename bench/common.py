@@ -18,8 +18,8 @@ sys.path.insert(0, str(ROOT / "tests"))  # the fake server lives with the tests
 
 from fakeserver import FakeLLM  # noqa: E402
 
-from tagger.inputs import iter_abstracts, scan  # noqa: E402
-from tagger.taxonomy import load_taxonomy  # noqa: E402
+from tagger.files.abstracts import iter_abstracts, scan  # noqa: E402
+from tagger.prompting.taxonomy import load_taxonomy  # noqa: E402
 
 
 def seed_texts() -> list[str]:
@@ -74,7 +74,7 @@ def run_tagger(args: list[str]) -> tuple[float, float, int]:
     """Run `tagger` in a child process: (wall seconds, peak RSS MB of children, exit code)."""
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "tagger.cli", *args],
+        [sys.executable, "-m", "tagger.cli.app", *args],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -25,12 +25,12 @@ import openai
 from common import ROOT, fake_server, write_abstracts
 
 from tagger.config import ClientConfig, HttpBackend, Mode, RunConfig
-from tagger.execute import run_job
-from tagger.inputs import InputScan, iter_abstracts, scan
-from tagger.plan import RunPlan
+from tagger.files.abstracts import InputScan, iter_abstracts, scan
+from tagger.pipeline.item import render_messages
+from tagger.pipeline.job import run_job
+from tagger.pipeline.progress import SilentProgress
 from tagger.pricing import PriceTable
-from tagger.progress import SilentProgress
-from tagger.tagging import render_messages
+from tagger.prompting.plan import RunPlan
 
 
 async def bare_loop(

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from tagger import defaults
-from tagger.local import default_concurrency, default_timeout
+from tagger.sending.local import default_concurrency, default_timeout
 
 DEFAULT_MODEL = defaults.MODEL
 DEFAULT_BASE_URL = defaults.BASE_URL
@@ -47,7 +47,7 @@ class ClientConfig(BaseModel):
     model: str = DEFAULT_MODEL
     base_url: str | None = None
     api_key: SecretStr | None = None
-    # None (not given): chosen for the server, see tagger.local.default_timeout.
+    # None (not given): chosen for the server, see tagger.sending.local.default_timeout.
     timeout: float = Field(defaults.REMOTE_TIMEOUT, gt=0)
     max_attempts: int = Field(defaults.MAX_ATTEMPTS, ge=1, le=50)
     http: HttpBackend = HttpBackend.HTTPX

@@ -58,7 +58,7 @@ def seed_texts() -> list[str]:
 
 def taxonomy_ids() -> tuple[str, ...]:
     """The task-area ids of the shipped taxonomy."""
-    from tagger.taxonomy import load_taxonomy
+    from tagger.prompting.taxonomy import load_taxonomy
 
     return load_taxonomy(PROMPTS_DIR).ids
 
@@ -80,7 +80,7 @@ class TaggerCLI:
 
     def invoke(self, args: Sequence[object], input: str | None = None) -> Result:
         """Invoke the CLI with args (stringified)."""
-        from tagger.cli import app
+        from tagger.cli.app import app
 
         return self.runner.invoke(app, [str(a) for a in args], input=input)
 
@@ -140,8 +140,8 @@ class TaggerCLI:
         self, request: Recorded, enum: Sequence[str] | None = None
     ) -> dict[str, Any]:
         """The fake's deterministic answer to a request, validated as tagger validates it."""
-        from tagger.schema import build_answer_model
-        from tagger.taxonomy import load_synonyms, load_taxonomy
+        from tagger.prompting.schema import build_answer_model
+        from tagger.prompting.taxonomy import load_synonyms, load_taxonomy
 
         model = build_answer_model(load_taxonomy(PROMPTS_DIR), load_synonyms(PROMPTS_DIR))
         raw = self.fake.answer_for(first_user_message(request.body or {}), enum)

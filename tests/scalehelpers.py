@@ -148,7 +148,7 @@ def requests_by_id(history: Sequence[Recorded], inputs: Inputs) -> dict[str, lis
 
 
 def taxonomy_areas() -> list[str]:
-    from tagger.taxonomy import load_taxonomy
+    from tagger.prompting.taxonomy import load_taxonomy
 
     return list(load_taxonomy(PROMPTS).ids)
 
@@ -180,7 +180,7 @@ def run_args(
 
 
 def subprocess_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "tagger.cli", *args]
+    return [sys.executable, "-m", "tagger.cli.app", *args]
 
 
 def clean_env() -> dict[str, str]:
@@ -229,7 +229,7 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def read_manifest(out: Path) -> dict[str, Any]:
-    from tagger.output import manifest_path
+    from tagger.files.rows import manifest_path
 
     return json.loads(manifest_path(out).read_text(encoding="utf-8"))
 
@@ -248,10 +248,10 @@ def assert_rows_match(rows: list[dict[str, Any]], inputs: Inputs) -> None:
 
 def cached_ids(cache_dir: Path, url: str, inputs: Inputs) -> set[str]:
     """Ids whose answer is in the cache, with the keys the CLI computes."""
-    from tagger.cache import AnswerCache
     from tagger.config import ClientConfig, RunConfig
-    from tagger.inputs import iter_abstracts
-    from tagger.plan import RunPlan
+    from tagger.files.abstracts import iter_abstracts
+    from tagger.pipeline.cache import AnswerCache
+    from tagger.prompting.plan import RunPlan
 
     plan = RunPlan.load(
         RunConfig(client=ClientConfig(model=MODEL, base_url=url), prompts_dir=PROMPTS)

@@ -113,7 +113,7 @@ def test_planted_settings_cannot_move_the_cache(tagger_cli: TaggerCLI) -> None:
 def test_failing_cache_write_keeps_the_answer_and_stops_sending(
     tagger_cli: TaggerCLI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tagger.execute as execute
+    import tagger.pipeline.job as execute
 
     open_cache = execute.open_cache
 

@@ -17,8 +17,8 @@ from conftest import PROMPTS_DIR, TaggerCLI, one_line
 from fakeserver import FakeLLM
 from scalehelpers import clean_env, subprocess_cmd, write_inputs
 
-from tagger import cli_options
-from tagger.cli import app
+from tagger.cli import options as cli_options
+from tagger.cli.app import app
 from tagger.config import DEFAULT_BASE_URL, DEFAULT_MODEL, HttpBackend, Mode
 
 ESC = "\x1b"
@@ -70,7 +70,7 @@ def test_help_defaults_match_the_config() -> None:
 
 
 def test_prompts_lists_taxonomy_and_synonyms_with_defaults(tagger_cli: TaggerCLI) -> None:
-    from tagger.prompts import list_prompts, load_prompt, versioned_files
+    from tagger.prompting.prompts import list_prompts, load_prompt, versioned_files
 
     result = tagger_cli.invoke(["prompts", "--prompts-dir", PROMPTS_DIR])
     assert result.exit_code == 0, result.output
@@ -107,7 +107,15 @@ def test_help_and_version_import_nothing_heavy(tmp_path: Path, args: list[str]) 
     )
     assert done.returncode == 0, done.stderr[-2000:]
     imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if "|" in line}
-    heavy = {"pydantic", "rich", "asyncio", "openai", "tagger.config", "tagger.runner", "dotenv"}
+    heavy = {
+        "pydantic",
+        "rich",
+        "asyncio",
+        "openai",
+        "tagger.config",
+        "tagger.pipeline.live",
+        "dotenv",
+    }
     assert not heavy & imported, sorted(heavy & imported)
 
 
@@ -239,7 +247,7 @@ def test_unexpected_failure_is_one_line_without_traceback(
     def broken(prompts_dir: Path) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("tagger.cli_prompts.print_prompts", broken)
+    monkeypatch.setattr("tagger.cli.prompts.print_prompts", broken)
     result = tagger_cli.invoke(["prompts"])
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()

@@ -260,7 +260,7 @@ def test_full_disk_on_the_output_is_one_line_and_leaves_nothing(tagger_cli: Tagg
 
 def test_failed_manifest_write_leaves_no_temporary_file(tmp_path: Path) -> None:
     code = (
-        "import sys; from pathlib import Path; from tagger.output import write_json_atomic\n"
+        "import sys; from pathlib import Path; from tagger.files.rows import write_json_atomic\n"
         "try:\n"
         "    write_json_atomic(Path(sys.argv[1]), {'padding': 'x' * 100_000})\n"
         "except Exception as exc:\n"

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from tagger.cli import app
-from tagger.evaluate import IdIndex, compare_runs, evaluate, winners
-from tagger.taxonomy import load_synonyms
+from tagger.cli.app import app
+from tagger.prompting.taxonomy import load_synonyms
+from tagger.review.evaluate import IdIndex, compare_runs, evaluate, winners
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = ROOT / "prompts"

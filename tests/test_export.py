@@ -12,9 +12,9 @@ import pytest
 from openpyxl import load_workbook
 from typer.testing import CliRunner
 
-from tagger.cli import app
-from tagger.output import ROW_FIELDS
-from tagger.sheets import SHEET_COLUMNS, lf_newlines, neutralise, read_sheet, restore
+from tagger.cli.app import app
+from tagger.files.rows import ROW_FIELDS
+from tagger.files.sheets import SHEET_COLUMNS, lf_newlines, neutralise, read_sheet, restore
 
 runner = CliRunner()
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tagger.answers import extract_json
 from tagger.errors import InvalidAnswer
+from tagger.prompting.answers import extract_json
 
 ANSWER = '{"summary": "s", "task_area": "other", "method_tags": ["a"]}'
 EXPECTED = {"summary": "s", "task_area": "other", "method_tags": ["a"]}

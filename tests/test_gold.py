@@ -10,11 +10,11 @@ import pytest
 from openpyxl import load_workbook
 from typer.testing import CliRunner
 
-from tagger.cli import app
-from tagger.gold import check_gold_rows, read_jsonl
-from tagger.inputs import iter_abstracts, scan
-from tagger.sheets import SHEET_COLUMNS
-from tagger.taxonomy import load_synonyms, load_taxonomy
+from tagger.cli.app import app
+from tagger.files.abstracts import iter_abstracts, scan
+from tagger.files.sheets import SHEET_COLUMNS
+from tagger.prompting.taxonomy import load_synonyms, load_taxonomy
+from tagger.review.gold import check_gold_rows, read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = ROOT / "prompts"

@@ -17,11 +17,11 @@ from conftest import TaggerCLI
 from openpyxl import load_workbook
 from typer.testing import CliRunner
 
-from tagger import csvrows, xlsxread
-from tagger.cli import app
+from tagger.cli.app import app
 from tagger.errors import InputError
-from tagger.inputs import iter_abstracts, scan, text_id
-from tagger.sheets import SHEET_COLUMNS, read_sheet
+from tagger.files import csvrows, xlsxread
+from tagger.files.abstracts import iter_abstracts, scan, text_id
+from tagger.files.sheets import SHEET_COLUMNS, read_sheet
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = ROOT / "prompts"
@@ -254,7 +254,7 @@ def gold_import_in_1_gib(sheet: Path, out: Path) -> subprocess.CompletedProcess[
     script = (
         "import resource, sys; limit = 1 << 30; "
         "resource.setrlimit(resource.RLIMIT_AS, (limit, limit)); "
-        "from tagger.cli import app; sys.argv[0] = 'tagger'; app()"
+        "from tagger.cli.app import app; sys.argv[0] = 'tagger'; app()"
     )
     args = ["gold", "import", str(sheet), "-o", str(out), "--prompts-dir", str(PROMPTS)]
     return subprocess.run(

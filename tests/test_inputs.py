@@ -1,4 +1,4 @@
-"""Tests for tagger.inputs: formats, discovery, ids and error reporting."""
+"""Tests for tagger.files.abstracts: formats, discovery, ids and error reporting."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from tagger import textlines
 from tagger.errors import InputError, UsageError
-from tagger.inputs import (
+from tagger.files import textlines
+from tagger.files.abstracts import (
     SUPPORTED_SUFFIXES,
     Abstract,
     discover,

@@ -10,16 +10,16 @@ import pytest
 from conftest import PROMPTS_DIR, TaggerCLI, first_user_message, one_line, seed_texts
 from fakeserver import Recorded
 
-from tagger.answers import extract_json
 from tagger.config import ClientConfig, Mode, RunConfig
 from tagger.defaults import LOCAL_TIMEOUT as DEFAULT_TIMEOUT
-from tagger.formats import response_format
-from tagger.local import SlowServerNotice, is_local_url, slow_estimate
+from tagger.pipeline.item import render_messages
 from tagger.pricing import MESSAGE_OVERHEAD_TOKENS, count_text_tokens
-from tagger.prompts import load_prompt
-from tagger.schema import answer_json_schema, build_answer_model, format_instructions
-from tagger.tagging import render_messages
-from tagger.taxonomy import load_taxonomy
+from tagger.prompting.answers import extract_json
+from tagger.prompting.formats import response_format
+from tagger.prompting.prompts import load_prompt
+from tagger.prompting.schema import answer_json_schema, build_answer_model, format_instructions
+from tagger.prompting.taxonomy import load_taxonomy
+from tagger.sending.local import SlowServerNotice, is_local_url, slow_estimate
 
 
 def _format(request: Recorded) -> dict[str, object]:
@@ -123,7 +123,7 @@ def test_slow_local_server_is_announced_and_a_timeout_not_resent(
 ) -> None:
     # 400 times faster than measured: ~90 s per answer, the 10 s "slow" mark, a 600 s timeout.
     scale = 400
-    monkeypatch.setattr("tagger.local.SLOW_ANSWER_SECONDS", 10 / scale)
+    monkeypatch.setattr("tagger.sending.local.SLOW_ANSWER_SECONDS", 10 / scale)
     fake = tagger_cli.fake.llama_cpp(latency=90 / scale)
     fake.hang_seconds = 60.0
     stuck = seed_texts()[2][:80]
@@ -168,7 +168,7 @@ def test_local_server_detection(url: str | None, local: bool) -> None:
 
 def test_slow_local_server_is_announced_once(caplog: pytest.LogCaptureFixture) -> None:
     notice = SlowServerNotice("http://127.0.0.1:8080/v1", 57, 1, DEFAULT_TIMEOUT)
-    with caplog.at_level(logging.WARNING, logger="tagger.local"):
+    with caplog.at_level(logging.WARNING, logger="tagger.sending.local"):
         notice.answered(2.0)  # fast: nothing to say
         notice.answered(70.0)
         notice.answered(80.0)

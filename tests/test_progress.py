@@ -10,14 +10,14 @@ from typing import Any
 from conftest import PROMPTS_DIR, TEST_KEY, TaggerCLI, one_line, seed_texts
 from rich.console import Console
 
-from tagger.cli_progress import BarProgress
+from tagger.cli.progress import BarProgress
 from tagger.config import ClientConfig, RunConfig
-from tagger.execute import run_job
-from tagger.inputs import scan
+from tagger.files.abstracts import scan
+from tagger.pipeline.job import run_job
+from tagger.pipeline.live import RunStats
+from tagger.pipeline.progress import ANSWER_NOT_RUN, ANSWER_OK, LiveCounts
 from tagger.pricing import PriceTable
-from tagger.progress import ANSWER_NOT_RUN, ANSWER_OK, LiveCounts
-from tagger.ratelimit import SendGate
-from tagger.runner import RunStats
+from tagger.sending.gate import SendGate
 
 
 class RecordingSink:
@@ -162,7 +162,7 @@ def test_log_lines_are_redacted_escaped_and_levelled() -> None:
     import io
     import logging
 
-    from tagger.cli_logging import logs_on_stderr
+    from tagger.cli.logs import logs_on_stderr
 
     buffer = io.StringIO()
     console = Console(file=buffer, width=40)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tagger.errors import ConfigError
-from tagger.prompts import default_prompts_dir, list_prompts, load_prompt
-from tagger.taxonomy import load_synonyms, load_taxonomy
+from tagger.prompting.prompts import default_prompts_dir, list_prompts, load_prompt
+from tagger.prompting.taxonomy import load_synonyms, load_taxonomy
 
 REPO_PROMPTS = Path(__file__).resolve().parent.parent / "prompts"
 

@@ -18,8 +18,8 @@ from fakeserver import FakeLLM
 from scalehelpers import assert_rows_match, fake, read_manifest, read_rows, run_args, run_cli
 from scalehelpers import write_inputs as write_abstracts
 
-from tagger.pacing import Pacer
-from tagger.ratelimit import MAX_PAUSE_SECONDS, SendGate
+from tagger.sending.gate import MAX_PAUSE_SECONDS, SendGate
+from tagger.sending.pacing import Pacer
 
 PER_MINUTE = 1200  # enforced as 20 in any sliding second: quick, and the same ratios as 600 RPM
 # The runs are short and skip the cache: the headroom leaves ~30 ms a second for jitter, and a
@@ -140,7 +140,7 @@ def test_a_learned_limit_counts_what_was_already_sent() -> None:
 
 def test_a_reset_of_a_day_is_capped_and_warned(caplog: pytest.LogCaptureFixture) -> None:
     gate = SendGate()
-    with caplog.at_level(logging.INFO, logger="tagger.ratelimit"):
+    with caplog.at_level(logging.INFO, logger="tagger.sending.gate"):
         gate.observe(
             {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "86400s"}
         )
@@ -148,18 +148,18 @@ def test_a_reset_of_a_day_is_capped_and_warned(caplog: pytest.LogCaptureFixture)
     assert 60 < gate.snapshot().pause_left <= MAX_PAUSE_SECONDS
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1, caplog.records
-    assert warnings[0].name == "tagger.ratelimit"
+    assert warnings[0].name == "tagger.sending.gate"
     assert "86400" in warnings[0].getMessage()
 
 
 def test_pauses_up_to_a_minute_are_not_warnings(caplog: pytest.LogCaptureFixture) -> None:
     gate = SendGate()
-    with caplog.at_level(logging.INFO, logger="tagger.ratelimit"):
+    with caplog.at_level(logging.INFO, logger="tagger.sending.gate"):
         gate.pause(30.0)
         gate.pause(59.0)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert [r for r in caplog.records if r.levelno == logging.INFO], "a pause is not logged"
-    with caplog.at_level(logging.INFO, logger="tagger.ratelimit"):
+    with caplog.at_level(logging.INFO, logger="tagger.sending.gate"):
         gate.pause(90.0)
     assert [r for r in caplog.records if r.levelno == logging.WARNING]
 

@@ -15,7 +15,7 @@ import pytest
 from conftest import PROMPTS_DIR, TaggerCLI, seed_texts, taxonomy_ids
 
 from tagger.config import ClientConfig
-from tagger.models import list_models
+from tagger.sending.models import list_models
 
 LOCAL_URL = os.environ.get("TAGGER_TEST_LOCAL_URL", "").strip()
 pytestmark = [

@@ -1,6 +1,6 @@
 """Scale tests against the fake server: rate limits, faults, spend caps, global pauses.
 
-Every run goes through the real CLI in a subprocess (`python -m tagger.cli run ...`) while the
+Every run goes through the real CLI in a subprocess (`python -m tagger.cli.app run ...`) while the
 fake OpenAI-compatible server runs in a thread of the test process and records every request.
 """
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from tagger.schema import (
+from tagger.prompting.schema import (
     MAX_TAGS,
     SUMMARY_WORD_LIMIT,
     answer_json_schema,
@@ -18,7 +18,7 @@ from tagger.schema import (
     format_validation_error,
     normalise_tag,
 )
-from tagger.taxonomy import Synonyms, Taxonomy, load_synonyms, load_taxonomy
+from tagger.prompting.taxonomy import Synonyms, Taxonomy, load_synonyms, load_taxonomy
 
 REPO_PROMPTS = Path(__file__).resolve().parent.parent / "prompts"
 

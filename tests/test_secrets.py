@@ -98,7 +98,7 @@ def test_key_from_environment_is_used_and_not_leaked(
     ],
 )
 def test_redact_leaves_ordinary_text_alone(text: str, secret: str | None) -> None:
-    from tagger.secrets import redact
+    from tagger.redact import redact
 
     assert redact(text, secret) == text
 
@@ -113,7 +113,7 @@ def test_redact_leaves_ordinary_text_alone(text: str, secret: str | None) -> Non
     ],
 )
 def test_redact_hides_the_key_and_key_shaped_tokens(text: str) -> None:
-    from tagger.secrets import redact
+    from tagger.redact import redact
 
     hidden = redact(text, TEST_KEY)
     assert "***" in hidden

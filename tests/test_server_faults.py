@@ -15,8 +15,8 @@ from fakeserver import FakeLLM
 from pydantic import SecretStr
 
 from tagger.config import ClientConfig, Mode
-from tagger.llm import AttemptBudget, LLMClient
-from tagger.ratelimit import SendGate
+from tagger.sending.client import AttemptBudget, LLMClient
+from tagger.sending.gate import SendGate
 
 SERVER_500 = "The server had an error while processing your request. Sorry about that!"
 

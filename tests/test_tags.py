@@ -10,9 +10,9 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from tagger.cli import app
-from tagger.tagstats import acronym, cluster_key, clusters, tag_report, toml_lines
-from tagger.taxonomy import Synonyms, empty_synonyms, load_synonyms
+from tagger.cli.app import app
+from tagger.prompting.taxonomy import Synonyms, empty_synonyms, load_synonyms
+from tagger.review.tagstats import acronym, cluster_key, clusters, tag_report, toml_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = ROOT / "prompts"

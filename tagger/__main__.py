@@ -1,0 +1,5 @@
+"""`python -m tagger`: the command line."""
+
+from tagger.cli.app import app
+
+app()

@@ -1,0 +1,1 @@
+"""The command line (the core never imports it)."""

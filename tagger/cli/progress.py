@@ -1,0 +1,152 @@
+"""What `tagger run` shows on stderr: the progress line and the summary."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.progress import Task as ProgressTask
+from rich.table import Table
+from rich.text import Text
+
+from tagger.pipeline.progress import ANSWER_FAILED, ANSWER_NOT_RUN, ANSWER_OK, LiveCounts
+from tagger.terminal import cell, one_line, printable
+
+if TYPE_CHECKING:
+    from tagger.pipeline.job import DryRunReport
+    from tagger.pipeline.live import RunStats
+
+
+class _LiveColumn(ProgressColumn):
+    """ok / failed / not run, then retries, requests in flight and a pause, read as drawn."""
+
+    def __init__(self, sink: BarProgress) -> None:
+        super().__init__()
+        self.sink = sink
+
+    def render(self, task: ProgressTask) -> Text:
+        """The counts of this moment."""
+        return Text(self.sink.status_line(), style="progress.description")
+
+
+class BarProgress:
+    """The runner's ProgressSink for the CLI: a live line on stderr, or nothing with --quiet."""
+
+    def __init__(self, console: Console, total: int, *, show: bool) -> None:
+        self.total = total
+        self.counts = {ANSWER_OK: 0, ANSWER_FAILED: 0, ANSWER_NOT_RUN: 0}
+        self.stats: RunStats | None = None
+        self._live: Callable[[], LiveCounts] | None = None
+        self._progress: Progress | None = None
+        if show:
+            self._progress = Progress(
+                TextColumn("tagging"),
+                BarColumn(bar_width=20),  # room for the counts on an 80-column terminal
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                _LiveColumn(self),
+                console=console,
+                transient=False,
+            )
+            self._task = self._progress.add_task("tagging", total=total)
+
+    @contextmanager
+    def shown(self) -> Iterator[BarProgress]:
+        """Draw the line from the run's start to the block's end; its last state stays on screen."""
+        try:
+            yield self
+        finally:
+            if self._progress is not None and self._progress.live.is_started:
+                self._progress.stop()
+
+    def status_line(self) -> str:
+        """'ok 40 · failed 1 · not run 0 · retries 3 · in flight 8 · paused 12 s'."""
+        parts = [f"{name} {count}" for name, count in self.counts.items()]
+        live = self._live() if self._live is not None and self.stats is None else None
+        if live is not None:
+            parts += [f"retries {live.retries}", f"in flight {live.in_flight}"]
+            if live.pause_left > 0:
+                parts.append(f"rate-limit pause {math.ceil(live.pause_left)} s left")
+        return " · ".join(parts)
+
+    def started(self, live: Callable[[], LiveCounts]) -> None:
+        """Keep the reader of the live counts and show the line."""
+        # Not earlier: a configuration error found while setting up the run stays one line alone.
+        self._live = live
+        if self._progress is not None:
+            self._progress.start()
+
+    def answered(self, status: str) -> None:
+        """Count one outcome; the bar moves for answers (ok or failed), not for rows not run."""
+        self.counts[status] += 1
+        if self._progress is not None and status != ANSWER_NOT_RUN:
+            self._progress.update(self._task, advance=1)
+
+    def written(self, row: dict[str, Any]) -> None:
+        """Rows are written in input order; the line follows answers instead."""
+
+    def finished(self, stats: RunStats) -> None:
+        """Keep the final stats: the summary is printed from them even if the run raises."""
+        self.stats = stats
+        if self._progress is not None:
+            self._progress.refresh()
+
+
+def print_summary(
+    console: Console,
+    stats: RunStats,
+    output: Path | None,
+    *,
+    quiet: bool = False,
+    say_stop: bool = True,
+) -> None:
+    """The end-of-run table, where the output went, and (say_stop) why the run stopped."""
+    from tagger.pipeline.job import summarise
+
+    if not quiet:
+        table = Table(title="tagger run", show_header=False)
+        for label, value in summarise(stats):
+            table.add_row(label, cell(value))
+        console.print(table)
+        if output is not None and not stats.kept_output:  # else a warning said why not
+            say(console, f"wrote {output}")
+    if stats.stop_reason and say_stop:
+        advice = stats.stop_advice or "rerun the same command to finish"
+        say(console, f"Stopped: {stats.stop_reason}; {advice}")
+    elif quiet and stats.failed and say_stop:
+        say(console, f"Error: {stats.failed} of {stats.items} abstracts failed (see 'error')")
+
+
+def print_dry_run(console: Console, report: DryRunReport) -> None:
+    """The --dry-run estimate on stderr, the first prompt on stdout."""
+    cost = "n/a (unknown model price)" if report.cost is None else f"${report.cost:.4f}"
+    table = Table(title="tagger run --dry-run (nothing sent)", show_header=False)
+    table.add_row("abstracts", str(report.items))
+    table.add_row("unique", str(report.unique))
+    table.add_row("already cached", str(report.cached))
+    table.add_row("to send", str(report.unique - report.cached))
+    table.add_row("estimated tokens", f"{report.prompt_tokens} in / {report.completion_tokens} out")
+    table.add_row("estimated cost", cost)
+    console.print(table)
+    if report.first_messages:
+        typer.echo("--- first prompt ---")
+        for message in report.first_messages:
+            typer.echo(printable(f"[{message['role']}]\n{message['content']}\n"))
+
+
+def say(console: Console, message: str) -> None:
+    """One unwrapped line on stderr, shown as is: logs and CI must see it whole."""
+    console.print(Text(one_line(message)), soft_wrap=True, highlight=False)

@@ -1,0 +1,185 @@
+"""`tagger run`'s options; the work happens in tagger.cli.job, imported when it runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tagger import defaults
+from tagger.cli.options import (
+    DEFAULT_MODEL,
+    ApiKeyOpt,
+    BaseUrlOpt,
+    CacheDirOpt,
+    HttpName,
+    ModeName,
+    PathsArg,
+    PromptsDirOpt,
+)
+
+
+def run(
+    paths: PathsArg,
+    output: Annotated[
+        Path,
+        typer.Option("-o", "--output", help="JSONL output file ('-': stdout).", metavar="FILE"),
+    ] = Path("tagged.jsonl"),
+    model: Annotated[
+        str,
+        typer.Option(
+            envvar="TAGGER_MODEL", help="Model name as the server knows it.", metavar="NAME"
+        ),
+    ] = DEFAULT_MODEL,
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
+    prompt: Annotated[
+        str | None,
+        typer.Option(
+            envvar="TAGGER_PROMPT",
+            help="Prompt version, e.g. tag@v1 (see `tagger prompts`).",
+            show_default="newest",
+            metavar="NAME@VERSION",
+        ),
+    ] = None,
+    prompts_dir: PromptsDirOpt = None,
+    mode: Annotated[
+        ModeName | None,
+        typer.Option(
+            envvar="TAGGER_MODE", help="Force a structured-output mode.", show_default="detect"
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            envvar="TAGGER_CONCURRENCY",
+            min=1,
+            help="Requests in flight at most.",
+            show_default=(
+                f"{defaults.LOCAL_CONCURRENCY} for a local server, "
+                f"else {defaults.REMOTE_CONCURRENCY}"
+            ),
+            metavar="N",
+        ),
+    ] = None,
+    rpm: Annotated[
+        int | None,
+        typer.Option(
+            envvar="TAGGER_RPM",
+            help="Requests per minute at most.",
+            show_default="learned from headers",
+            metavar="N",
+        ),
+    ] = None,
+    tpm: Annotated[
+        int | None,
+        typer.Option(
+            envvar="TAGGER_TPM",
+            help="Tokens per minute at most.",
+            show_default="learned from headers",
+            metavar="N",
+        ),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            envvar="TAGGER_TIMEOUT",
+            help="Seconds one whole request may take.",
+            show_default=(
+                f"{defaults.LOCAL_TIMEOUT:g} for a local server, else {defaults.REMOTE_TIMEOUT:g}"
+            ),
+            metavar="SECONDS",
+        ),
+    ] = None,
+    max_attempts: Annotated[
+        int,
+        typer.Option(
+            envvar="TAGGER_MAX_ATTEMPTS",
+            help="HTTP requests per abstract, retries and repairs included.",
+            metavar="N",
+        ),
+    ] = defaults.MAX_ATTEMPTS,
+    repair_turns: Annotated[
+        int,
+        typer.Option(help="Times an invalid answer is sent back with its error.", metavar="N"),
+    ] = defaults.REPAIR_TURNS,
+    cache_dir: CacheDirOpt = Path("cache"),
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Neither read nor write the answer cache.")
+    ] = False,
+    refresh: Annotated[
+        bool, typer.Option("--refresh", help="Ask again and overwrite cached answers.")
+    ] = False,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            envvar="TAGGER_MAX_COST",
+            help="Stop before the estimated cost passes this many US$.",
+            show_default="no limit",
+            metavar="DOLLARS",
+        ),
+    ] = None,
+    max_requests: Annotated[
+        int | None,
+        typer.Option(
+            envvar="TAGGER_MAX_REQUESTS",
+            help="Stop before sending more than N requests.",
+            show_default="no limit",
+            metavar="N",
+        ),
+    ] = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="TAGGER_PRICES",
+            help="TOML file of model prices over the built-in table.",
+            show_default="built-in",
+            metavar="FILE",
+        ),
+    ] = None,
+    http: Annotated[
+        HttpName, typer.Option(envvar="TAGGER_HTTP", help="The SDK's HTTP transport.")
+    ] = "httpx",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Count, estimate cost, show a prompt; send nothing.")
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Log every retry, repair and pause with its reason."),
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Print only errors: no progress, no summary.")
+    ] = False,
+) -> None:
+    """Tag abstracts and write one JSON line per abstract, in input order."""
+    from tagger.cli.job import RunOptions, run_command
+
+    run_command(
+        RunOptions(
+            paths=paths,
+            output=output,
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            prompt=prompt,
+            prompts_dir=prompts_dir,
+            mode=mode,
+            concurrency=concurrency,
+            rpm=rpm,
+            tpm=tpm,
+            timeout=timeout,
+            max_attempts=max_attempts,
+            repair_turns=repair_turns,
+            cache_dir=cache_dir,
+            no_cache=no_cache,
+            refresh=refresh,
+            max_cost=max_cost,
+            max_requests=max_requests,
+            prices=prices,
+            http=http,
+            dry_run=dry_run,
+            verbose=verbose,
+            quiet=quiet,
+        )
+    )

@@ -1,0 +1,1 @@
+"""Files in and out: abstracts, spreadsheets, output rows and the output file."""

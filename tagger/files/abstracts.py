@@ -1,0 +1,285 @@
+"""Find, read and check abstract files (.txt seed lists, .jsonl, .csv)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from json import JSONDecodeError
+from pathlib import Path
+from typing import Any
+
+from tagger.errors import InputError
+from tagger.files.csvrows import csv_rows
+from tagger.files.textlines import os_reason, parse_json, read_lines
+
+SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".csv")
+_USE = "use .txt, .jsonl or .csv"
+_ONE_OBJECT = 'write one {"abstract": "..."} object per line'
+_MAX_HEADER_CHARS = 200
+# A year must not be part of a longer number ("12025") but may touch letters ("NeurIPS2025").
+_YEAR_RE = re.compile(r"(?<!\d)((?:19|20)\d{2})(?!\d)")
+_KNOWN = ("abstract", "id", "title", "venue", "year")
+# 96 bits: a run of a billion distinct abstracts collides with odds of about 1 in 10^11.
+ID_HEX_DIGITS = 24
+_MAX_YEAR_DIGITS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Abstract:
+    """One abstract to tag, with where it came from."""
+
+    id: str
+    text: str
+    source: str
+    index: int
+    line: int
+    venue: str | None = None
+    year: int | None = None
+    title: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class InputScan:
+    """Summary of a full validation pass over the inputs."""
+
+    files: list[Path]
+    count: int
+    unique: int
+    per_file: dict[str, int]
+
+
+def text_id(text: str) -> str:
+    """Return a stable 24-hex-char id for text, ignoring whitespace differences."""
+    return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()[:ID_HEX_DIGITS]
+
+
+def parse_header(line: str) -> tuple[str | None, int | None]:
+    """Split a seed header like 'NeurIPS 2025 Papers' into (venue, year)."""
+    header = line.strip()
+    if not header:
+        return None, None
+    match = _YEAR_RE.search(header)
+    if match is None:
+        return header, None
+    # Strip separators people put before a year: "ICML - 2024", "CVPR (2023)", "ACL, 2022".
+    venue = header[: match.start()].strip(" \t-–—,:;(/[")
+    return venue or None, int(match.group(1))
+
+
+def discover(paths: Sequence[Path | str]) -> list[Path]:
+    """Expand files and directories into the ordered list of input files."""
+    found: list[Path] = []
+    seen: set[Path] = set()
+    for arg in paths:
+        for path in _expand(Path(arg)):
+            # Naming a file twice (or a file and its directory) must not tag it twice.
+            key = path.resolve()
+            if key not in seen:
+                seen.add(key)
+                found.append(path)
+    return found
+
+
+def _expand(path: Path) -> list[Path]:
+    """Return the input files one path argument stands for."""
+    if not path.exists():
+        raise InputError(path, None, "no such file or directory: check the path")
+    if path.is_dir():
+        try:
+            entries = sorted(path.iterdir(), key=lambda p: p.name)
+        except OSError as exc:
+            raise InputError(path, None, f"cannot list directory: {os_reason(exc)}") from exc
+        # Hidden files are editor/OS droppings (.DS_Store, .~lock.x.csv#), never inputs;
+        # an earlier run's output would feed its own rows back in.
+        wanted = (p for p in entries if not p.name.startswith(".") and not _is_tagger_output(p))
+        files = [p for p in wanted if p.suffix.lower() in SUPPORTED_SUFFIXES and p.is_file()]
+        if not files:
+            raise InputError(path, None, f"no .txt, .jsonl or .csv files in this directory: {_USE}")
+        return files
+    if not path.is_file():
+        raise InputError(path, None, f"not a regular file or directory: {_USE}")
+    if path.suffix.lower() not in SUPPORTED_SUFFIXES:
+        raise InputError(path, None, f"unsupported file type '{path.suffix or '(none)'}': {_USE}")
+    return [path]
+
+
+def _is_tagger_output(path: Path) -> bool:
+    """A .jsonl with a tagger manifest beside it (tagged.jsonl + tagged.manifest.json)."""
+    if not path.name.endswith(".jsonl"):
+        return False
+    return path.with_name(path.name[: -len(".jsonl")] + ".manifest.json").is_file()
+
+
+def scan(paths: Sequence[Path | str]) -> InputScan:
+    """Read and check every input, raising InputError on the first problem."""
+    files = discover(paths)
+    # id -> (digest of normalised text, source, line): enough to spot conflicts without texts.
+    seen: dict[str, tuple[bytes, str, int]] = {}
+    # The same text under another title is another question (the title is in the prompt and
+    # the cache key), so distinct (title, text) pairs are what a run sends.
+    questions: set[bytes] = set()
+    per_file = {str(path): 0 for path in files}
+    count = 0
+    for item in iter_abstracts(files):
+        text = " ".join(item.text.split())
+        digest = hashlib.sha256(text.encode("utf-8")).digest()
+        titled = f"{item.title}\x1f{text}" if item.title else None
+        questions.add(hashlib.sha256(titled.encode("utf-8")).digest() if titled else digest)
+        first = seen.get(item.id)
+        if first is None:
+            seen[item.id] = (digest, item.source, item.line)
+        elif first[0] != digest:
+            where = f"{first[1]}:{first[2]}"
+            raise InputError(
+                item.source,
+                item.line,
+                f"duplicate id '{item.id}' with different text (first at {where}): make ids unique",
+            )
+        per_file[item.source] += 1
+        count += 1
+    return InputScan(files=files, count=count, unique=len(questions), per_file=per_file)
+
+
+def iter_abstracts(files: Sequence[Path]) -> Iterator[Abstract]:
+    """Stream abstracts from already discovered files, in run order."""
+    index = 0
+    for path in files:
+        for raw in _read_file(path):
+            # Readers cannot know the run-wide position, so it is filled in here.
+            yield replace(raw, index=index)
+            index += 1
+
+
+def _read_file(path: Path) -> Iterator[Abstract]:
+    """Dispatch on suffix and insist the file holds at least one abstract."""
+    read, hint = _READERS[path.suffix.lower()]
+    count = 0
+    for raw in read(path):
+        count += 1
+        yield raw
+    if count == 0:
+        raise InputError(path, None, f"no abstracts found: {hint}")
+
+
+def _blocks(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """Yield (start line, stripped lines) for each run of non-blank lines."""
+    block: list[str] = []
+    start = 0
+    for number, text in read_lines(path):
+        stripped = text.strip()
+        if stripped:
+            if not block:
+                start = number
+            block.append(stripped)
+        elif block:
+            yield start, block
+            block = []
+    if block:
+        yield start, block
+
+
+def _read_txt(path: Path) -> Iterator[Abstract]:
+    """Yield seed-file paragraphs, treating a lone short first line as the header."""
+    blocks = _blocks(path)
+    first = next(blocks, None)
+    if first is None:
+        return
+    venue: str | None = None
+    year: int | None = None
+    start, lines = first
+    is_header = len(lines) == 1 and len(lines[0]) <= _MAX_HEADER_CHARS
+    if is_header:
+        venue, year = parse_header(lines[0])
+    else:
+        yield _seed(path, start, lines, venue, year)
+    count = 0
+    for start_line, block in blocks:
+        count += 1
+        yield _seed(path, start_line, block, venue, year)
+    if is_header and count == 0:
+        fix = "add abstracts below it, separated by blank lines"
+        raise InputError(path, start, f"only a header line, no abstracts: {fix}")
+
+
+def _seed(path: Path, line: int, lines: list[str], venue: str | None, year: int | None) -> Abstract:
+    """Build an Abstract from one seed-file paragraph."""
+    text = " ".join(lines)
+    return Abstract(text_id(text), text, str(path), -1, line, venue, year)
+
+
+def _read_jsonl(path: Path) -> Iterator[Abstract]:
+    """Yield one record per non-blank JSON line."""
+    for number, text in read_lines(path):
+        if not text.strip():
+            continue
+        try:
+            obj = parse_json(text)
+        except JSONDecodeError as exc:
+            msg = f"invalid JSON: {exc.msg} (column {exc.colno})"
+            raise InputError(path, number, f"{msg}: fix this line") from exc
+        except ValueError as exc:  # a number too long to parse
+            raise InputError(path, number, f"invalid JSON: {exc}") from exc
+        if not isinstance(obj, dict):
+            got = _json_type(obj)
+            raise InputError(path, number, f"expected a JSON object, got {got}: {_ONE_OBJECT}")
+        yield _record(path, number, obj, "field", lambda key: key)
+
+
+def _read_csv(path: Path) -> Iterator[Abstract]:
+    """Yield one record per CSV row, keyed by case-insensitive column names."""
+    for line, cells in csv_rows(path):
+        yield _record(path, line, cells, "column", lambda key: key.lower())
+
+
+def _record(
+    path: Path, line: int, obj: dict[str, Any], kind: str, norm: Callable[[str], str]
+) -> Abstract:
+    """Build a record from JSON fields or CSV cells; norm maps keys to known names."""
+    known: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for key, value in obj.items():
+        name = norm(key)
+        if name in _KNOWN:
+            known[name] = value
+        else:
+            extra[key] = value
+    if "abstract" not in known:
+        raise InputError(path, line, f"no 'abstract' {kind}: add an \"abstract\" string")
+    text = _optional(path, line, "abstract", known["abstract"])
+    if text is None:
+        raise InputError(path, line, f"empty abstract: fill in the 'abstract' {kind} or remove it")
+    ident, title, venue, year = (_optional(path, line, k, known.get(k)) for k in _KNOWN[1:])
+    if year is not None and not (year.isdecimal() and len(year) <= _MAX_YEAR_DIGITS):
+        shown = repr(year) if len(year) <= _MAX_YEAR_DIGITS * 4 else f"{len(year):,} characters"
+        raise InputError(path, line, f"'year' must be a whole number like 2025, got {shown}")
+    ident = ident or text_id(text)
+    return Abstract(
+        ident, text, str(path), -1, line, venue, int(year) if year else None, title, extra
+    )
+
+
+def _optional(path: Path, line: int, name: str, value: Any) -> str | None:
+    """Return an optional field as stripped text, None if blank, checking its type."""
+    ints_ok = name in ("id", "year")
+    if ints_ok and isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if value is not None and not isinstance(value, str):
+        want = "a string or integer" if ints_ok else "a string"
+        raise InputError(path, line, f"'{name}' must be {want}, got {_json_type(value)}")
+    return value.strip() or None if value is not None else None
+
+
+def _json_type(value: object) -> str:
+    """Name a JSON value's type the way a JSON author would."""
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
+    return names.get(type(value), "number")
+
+
+_READERS: dict[str, tuple[Callable[[Path], Iterator[Abstract]], str]] = {
+    ".txt": (_read_txt, "add abstracts separated by blank lines"),
+    ".jsonl": (_read_jsonl, "add one JSON object per line"),
+    ".csv": (_read_csv, "add rows below the header row"),
+}

@@ -1,0 +1,250 @@
+"""Spreadsheet files (CSV, XLSX): review columns, formula neutralisation, writing and reading."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from tagger.errors import UsageError
+from tagger.files.csvrows import allow_long_cells, csv_problem, guess_delimiter
+
+SHEET_COLUMNS = (
+    "reviewed", "id", "task_area", "method_tags", "summary", "title", "abstract", "source",
+    "index", "venue", "year", "status", "error", "model", "prompt", "prompt_version",
+    "prompt_hash", "taxonomy_version", "cached",
+)  # fmt: skip
+SHEET_SUFFIXES = (".csv", ".xlsx")
+TAG_SEPARATOR = "; "
+# A spreadsheet treats a cell starting with one of these as a formula. Control characters
+# count too (tab, CR, \x01, ...): apps and XML strip them and then see the formula behind.
+FORMULA_STARTS = ("=", "+", "-", "@", *map(chr, range(32)))
+NEUTRAL_PREFIX = "'"
+
+Cell = str | int | float | None
+_WIDE = {"abstract": 80, "summary": 50, "title": 40, "method_tags": 32, "error": 40}
+_WRAP = frozenset({"abstract", "summary", "title", "method_tags", "error", "tags_a", "tags_b"})
+_MAX_WIDTH = 60
+# XML 1.0 cannot hold these control characters; openpyxl would refuse the whole file.
+_XML_ILLEGAL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+def sheet_format(path: Path) -> str:
+    """ "csv" or "xlsx" from the file suffix, else a UsageError."""
+    suffix = path.suffix.lower()
+    if suffix not in SHEET_SUFFIXES:
+        raise UsageError(
+            f"{path}: unsupported sheet type '{suffix or '(none)'}': use .csv or .xlsx"
+        )
+    return suffix[1:]
+
+
+def neutralise(text: str) -> str:
+    """Make final cell text inert in a spreadsheet: prefix ' when it would start a formula."""
+    # Text that already reads "'=..." gets a quote too, or restore() would eat its own.
+    return NEUTRAL_PREFIX + text if text.lstrip(NEUTRAL_PREFIX).startswith(FORMULA_STARTS) else text
+
+
+def restore(text: str) -> str:
+    """Undo neutralise(): strip the ' it added, and only that."""
+    if text.startswith(NEUTRAL_PREFIX) and text.lstrip(NEUTRAL_PREFIX).startswith(FORMULA_STARTS):
+        return text[1:]
+    return text
+
+
+def _text(value: Any) -> str:
+    """Render a non-numeric value as the text a reviewer sees."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return TAG_SEPARATOR.join(str(item) for item in value)
+    return str(value)
+
+
+def lf_newlines(text: str) -> str:
+    """\r\n and lone \r as \n: XML (so XLSX) cannot keep a carriage return in a cell."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def cell_text(text: str, *, xlsx: bool = False) -> str:
+    """Text exactly as it will be written, neutralised last so no later step can undo it."""
+    if xlsx:
+        text = _XML_ILLEGAL_RE.sub("", lf_newlines(text))
+    return neutralise(text)
+
+
+def sheet_cell(value: Any, *, xlsx: bool = False) -> Cell:
+    """A value as a safe cell: numbers stay numbers, everything else becomes neutralised text."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value
+    return cell_text(_text(value), xlsx=xlsx)
+
+
+def run_row_to_sheet(row: dict[str, Any]) -> dict[str, Any]:
+    """The review-sheet values of one run row (not yet neutralised)."""
+    values: dict[str, Any] = {column: row.get(column) for column in SHEET_COLUMNS}
+    values["reviewed"] = ""
+    values["method_tags"] = TAG_SEPARATOR.join(str(t) for t in row.get("method_tags") or [])
+    return values
+
+
+def count_rows(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str, int]]:
+    """(kind, name, abstracts) counts per task area and per method tag, most frequent first."""
+    ok = [row for row in rows if row.get("status") == "ok"]
+    areas = Counter(str(row.get("task_area")) for row in ok if row.get("task_area"))
+    tags: Counter[str] = Counter()
+    for row in ok:
+        tags.update({str(tag) for tag in row.get("method_tags") or []})
+    ordered = [("task_area", name, n) for name, n in sorted(areas.items(), key=_by_count)]
+    ordered += [("method_tag", name, n) for name, n in sorted(tags.items(), key=_by_count)]
+    errors = sum(1 for row in rows if row.get("status") != "ok")
+    if errors:
+        ordered.append(("status", "error", errors))
+    return ordered
+
+
+def _by_count(item: tuple[str, int]) -> tuple[int, str]:
+    return -item[1], item[0]
+
+
+def write_sheet(
+    path: Path,
+    columns: Sequence[str],
+    rows: Sequence[dict[str, Any]],
+    *,
+    bom: bool = True,
+    counts: Sequence[tuple[str, str, int]] | None = None,
+    title: str = "review",
+) -> None:
+    """Write rows to a .csv or .xlsx file; every text cell is neutralised."""
+    xlsx = sheet_format(path) == "xlsx"
+    cells = [[sheet_cell(row.get(column), xlsx=xlsx) for column in columns] for row in rows]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not xlsx:
+        _write_csv(path, columns, cells, bom=bom)
+    else:
+        _write_xlsx(path, columns, cells, counts, title)
+
+
+def _write_csv(path: Path, columns: Sequence[str], cells: list[list[Cell]], *, bom: bool) -> None:
+    # Excel reads UTF-8 only when a BOM says so; newline="" lets csv write \r\n itself.
+    with path.open("w", encoding="utf-8-sig" if bom else "utf-8", newline="") as stream:
+        writer = csv.writer(stream, quoting=csv.QUOTE_MINIMAL, lineterminator="\r\n")
+        writer.writerow(columns)
+        writer.writerows(["" if cell is None else cell for cell in row] for row in cells)
+
+
+def _set_text(cell: Any, value: str) -> None:
+    # Assigning a str starting with "=" would make openpyxl store a formula; force a string.
+    # The value is final (see cell_text): changing it here could revive a neutralised formula.
+    cell.value = value
+    cell.data_type = "s"
+
+
+def _write_xlsx(
+    path: Path,
+    columns: Sequence[str],
+    cells: list[list[Cell]],
+    counts: Sequence[tuple[str, str, int]] | None,
+    title: str,
+) -> None:
+    from openpyxl import Workbook
+    from openpyxl.styles import Alignment, Font
+    from openpyxl.utils import get_column_letter
+
+    book = Workbook()
+    sheet = book.active
+    sheet.title = title
+    wrap = Alignment(wrap_text=True, vertical="top")
+    top = Alignment(vertical="top")
+    for col, name in enumerate(columns, start=1):
+        _set_text(sheet.cell(row=1, column=col), name)
+        sheet.cell(row=1, column=col).font = Font(bold=True)
+    for r, row in enumerate(cells, start=2):
+        for col, value in enumerate(row, start=1):
+            cell = sheet.cell(row=r, column=col)
+            if isinstance(value, str):
+                _set_text(cell, value)
+            else:
+                cell.value = value
+            cell.alignment = wrap if columns[col - 1] in _WRAP else top
+    for col, name in enumerate(columns, start=1):
+        sample = [len(str(row[col - 1] or "")) for row in cells[:200]]
+        width = _WIDE.get(name, min(max([len(name), *sample]) + 2, _MAX_WIDTH))
+        sheet.column_dimensions[get_column_letter(col)].width = width
+    sheet.freeze_panes = "A2"
+    sheet.auto_filter.ref = f"A1:{get_column_letter(len(columns))}{len(cells) + 1}"
+    if counts is not None:
+        summary = book.create_sheet("counts")
+        for col, name in enumerate(("kind", "name", "abstracts"), start=1):
+            _set_text(summary.cell(row=1, column=col), name)
+            summary.cell(row=1, column=col).font = Font(bold=True)
+        for r, (kind, name, number) in enumerate(counts, start=2):
+            _set_text(summary.cell(row=r, column=1), kind)
+            _set_text(summary.cell(row=r, column=2), cell_text(name, xlsx=True))
+            summary.cell(row=r, column=3).value = number
+        summary.freeze_panes = "A2"
+        summary.auto_filter.ref = f"A1:C{len(counts) + 1}"
+        for letter, width in (("A", 12), ("B", 40), ("C", 10)):
+            summary.column_dimensions[letter].width = width
+    try:
+        book.save(path)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+
+
+def read_sheet(
+    path: Path, *, raw: bool = False
+) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    """Read a .csv/.xlsx sheet: its header and (spreadsheet row number, values) per row.
+
+    Values are text with neutralisation undone unless raw; blank rows are skipped.
+    """
+    kind = sheet_format(path)
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file")
+    if kind == "csv":
+        table: Iterator[list[str]] = iter(_read_csv(path))
+    else:
+        from tagger.files.xlsxread import read_xlsx_rows
+
+        table = read_xlsx_rows(path)
+    first = next(table, None)
+    if first is None:
+        raise UsageError(f"{path}: empty sheet; expected a header row")
+    header = [name.strip() for name in first]
+    rows: list[tuple[int, dict[str, str]]] = []
+    # Rows are kept only when they hold something: a sheet's empty rows cost nothing.
+    for number, values in enumerate(table, start=2):
+        if not any(value.strip() for value in values):
+            continue
+        padded = values + [""] * (len(header) - len(values))
+        cells = zip(header, padded, strict=False)
+        rows.append((number, {name: v if raw else restore(v) for name, v in cells if name}))
+    return header, rows
+
+
+def _read_csv(path: Path) -> list[list[str]]:
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"{path}: not UTF-8 (byte {exc.start}); save it as 'CSV UTF-8' or use .xlsx"
+        ) from exc
+    allow_long_cells()
+    # Excel in many European locales saves CSV with ";" between fields.
+    delimiter = guess_delimiter(re.split(r"[\r\n]", text, maxsplit=1)[0])
+    # newline="" keeps \r\n and a lone \r inside quoted cells exactly as written.
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    try:
+        return [list(row) for row in reader]
+    except csv.Error as exc:
+        raise UsageError(f"{path}:{reader.line_num}: {csv_problem(exc)}") from exc

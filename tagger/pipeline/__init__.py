@@ -1,0 +1,1 @@
+"""One run: tag each abstract, cache answers, write rows in input order."""

@@ -1,0 +1,292 @@
+"""Wire a run together: plan, client, cache, runner, signals, output and manifest."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import gc
+import signal
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from tagger import __version__
+from tagger.config import RunConfig
+from tagger.errors import ConfigError
+from tagger.files.abstracts import InputScan, iter_abstracts
+from tagger.files.outfile import OutputFile
+from tagger.files.rows import JsonlWriter
+from tagger.pipeline.cache import AnswerCache
+from tagger.pipeline.item import ItemTagger, ModeProbe, render_messages
+from tagger.pipeline.live import LiveRunner, RunStats
+from tagger.pipeline.progress import ProgressSink
+from tagger.pricing import PriceTable, count_text_tokens, estimate_tokens
+from tagger.prompting.plan import RunPlan
+from tagger.redact import public_url
+from tagger.sending.client import LLMClient
+from tagger.sending.gate import SendGate, SpendGuard
+from tagger.sending.local import watch_for_slow_answers
+
+STOP_GRACE_SECONDS = 10.0  # in-flight requests get this long to finish after Ctrl-C
+
+
+@dataclass(frozen=True)
+class DryRunReport:
+    """What a run would do, computed without sending anything."""
+
+    items: int
+    unique: int
+    cached: int
+    first_messages: list[dict[str, str]]
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float | None
+
+
+def require_key(config: RunConfig) -> None:
+    """Fail before reading inputs without a key for the official API, or with an unusable one."""
+    if config.client.api_key is None and config.client.base_url is None:
+        raise ConfigError("No API key: set OPENAI_API_KEY in .env or pass --api-key")
+    if (problem := config.client.api_key_problem()) is not None:
+        raise ConfigError(f"the API key {problem}: fix OPENAI_API_KEY in .env or --api-key")
+
+
+def open_cache(config: RunConfig) -> AnswerCache | None:
+    """The answer cache, or None with --no-cache."""
+    if not config.use_cache:
+        return None
+    return AnswerCache(config.cache_dir)
+
+
+def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunReport:
+    """Count, render the first prompt and estimate tokens and cost; no key, no request."""
+    plan = RunPlan.load(config)
+    cache = AnswerCache.open_existing(config.cache_dir) if config.use_cache else None
+    seen: set[str] = set()
+    first: list[dict[str, str]] = []
+    cached = prompt_tokens = completion_tokens = 0
+    mode = config.mode or ModeProbe(None).mode
+    for abstract in iter_abstracts(scan.files):
+        key = plan.item_key(abstract)  # de-duplicated as the runner and the cache do
+        if key in seen:
+            continue
+        seen.add(key)
+        if cache is not None and cache.get(key) is not None:
+            cached += 1
+            continue
+        messages = render_messages(
+            plan.prompt, plan.taxonomy, plan.schema, abstract.text, abstract.title, mode
+        )
+        first = first or messages
+        total = estimate_tokens(messages, plan.prompt.params)
+        asked = sum(count_text_tokens(m["content"]) for m in messages)
+        prompt_tokens += asked
+        completion_tokens += total - asked
+    if cache is not None:
+        cache.close()
+    return DryRunReport(
+        items=scan.count,
+        unique=scan.unique,
+        cached=cached,
+        first_messages=first,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost=prices.cost(config.client.model, prompt_tokens, completion_tokens),
+    )
+
+
+async def run_job(
+    config: RunConfig,
+    scan: InputScan,
+    output: Path | None,
+    progress: ProgressSink,
+    prices: PriceTable,
+) -> RunStats:
+    """Tag every abstract of the scan and write output and manifest; returns the stats.
+
+    OUT is checked and locked before anything is sent. An error that ends the run (a
+    configuration error, an output that cannot be written) leaves OUT as it was and no
+    partial rows; a run that did not complete replaces OUT only if that makes it better.
+    """
+    target = OutputFile(output, scan.files) if output is not None else None
+    try:
+        writer = target.writer if target else JsonlWriter(sys.stdout, "standard output")
+        try:
+            stats, status, manifest = await _tag_all(config, scan, output, writer, progress, prices)
+            if target is None:
+                writer.flush()
+            elif not target.settle(manifest, complete=status == "complete", ok=stats.ok):
+                stats.kept_output = str(target.partial)
+        except BaseException:
+            if target is not None:
+                target.discard()
+            raise
+        return stats
+    finally:
+        if target is not None:
+            target.release()
+
+
+async def _tag_all(
+    config: RunConfig,
+    scan: InputScan,
+    output: Path | None,
+    writer: JsonlWriter,
+    progress: ProgressSink,
+    prices: PriceTable,
+) -> tuple[RunStats, str, dict[str, Any]]:
+    """Run every abstract through the tagger into writer; the stats, status and manifest."""
+    plan = RunPlan.load(config)
+    guard = _guard(config, prices)
+    cache = open_cache(config)
+    gate = SendGate(config.client.rpm, config.client.tpm, config.concurrency, guard)
+    client = LLMClient(config.client, gate)
+    watch_for_slow_answers(client, config, scan.unique)
+    tagger = ItemTagger(
+        client=client,
+        prompt=plan.prompt,
+        taxonomy=plan.taxonomy,
+        answer_model=plan.answer_model,
+        schema=plan.schema,
+        probe=ModeProbe(config.mode),
+        repair_turns=config.repair_turns,
+        max_attempts=config.client.max_attempts,
+    )
+    runner = LiveRunner(plan, tagger, client, cache, writer, progress, prices)
+    started = dt.datetime.now(dt.UTC)
+    restore = _install_stop_handlers(runner)
+    try:
+        with _fewer_gc_pauses():
+            stats = await runner.run(iter_abstracts(scan.files))
+    finally:
+        restore()
+        await client.aclose()
+        if cache is not None:
+            cache.close()
+    status = "interrupted" if stats.interrupted else "stopped" if stats.stop_reason else "complete"
+    return stats, status, _manifest(config, plan, scan, output, stats, status, started)
+
+
+@contextmanager
+def _fewer_gc_pauses() -> Iterator[None]:
+    """Freeze start-up objects and collect young garbage less often while the run goes."""
+    # The SDK and pydantic leave ~150k long-lived objects that every full collection rescans;
+    # measured: this cuts tagger's own CPU per abstract by about a fifth.
+    threshold = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 20)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
+
+
+def _guard(config: RunConfig, prices: PriceTable) -> SpendGuard | None:
+    if config.max_requests is None and config.max_cost is None:
+        return None
+    model = config.client.model
+    if config.max_cost is not None and prices.price(model) is None:
+        raise ConfigError(
+            f"--max-cost needs a price for model '{model}': add it to a --prices file"
+        )
+    return SpendGuard(config.max_requests, config.max_cost, lambda p, c: prices.cost(model, p, c))
+
+
+def _install_stop_handlers(runner: LiveRunner) -> Any:
+    """Ctrl-C / SIGTERM: stop sending, let in-flight requests finish briefly, write what is done."""
+    loop = asyncio.get_running_loop()
+
+    def on_signal(signum: int) -> None:
+        if runner.stop_reason is not None and runner.stats.interrupted:
+            runner.cancel_inflight()  # a second Ctrl-C: do not wait any longer
+            return
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        runner.request_stop(f"interrupted ({name})", interrupted=True)
+        loop.call_later(STOP_GRACE_SECONDS, runner.cancel_inflight)
+
+    installed = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(signum, on_signal, signum)
+            installed.append(signum)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or Windows
+            pass
+
+    def restore() -> None:
+        for signum in installed:
+            loop.remove_signal_handler(signum)
+
+    return restore
+
+
+def _manifest(
+    config: RunConfig,
+    plan: RunPlan,
+    scan: InputScan,
+    output: Path | None,
+    stats: RunStats,
+    status: str,
+    started: dt.datetime,
+) -> dict[str, Any]:
+    return {
+        "tagger_version": __version__,
+        "status": status,
+        "started_at": started.isoformat(timespec="seconds"),
+        "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "output": str(output) if output is not None else "-",
+        "inputs": [str(path) for path in scan.files],
+        "model": config.client.model,
+        "base_url": public_url(config.client.effective_base_url),
+        "prompt": plan.prompt.ref,
+        "prompt_hash": plan.prompt.hash,
+        "taxonomy_version": plan.taxonomy.version,
+        "synonyms_version": plan.synonyms.version,
+        "schema_version": plan.key_base["schema"],
+        "params": plan.prompt.params,
+        "concurrency": config.concurrency,
+        "rpm": config.client.rpm,
+        "tpm": config.client.tpm,
+        "cache": str(config.cache_dir) if config.use_cache else None,
+        "input_count": scan.count,
+        "unique_abstracts": scan.unique,
+        **_stats_fields(stats),
+    }
+
+
+def _stats_fields(stats: RunStats) -> dict[str, Any]:
+    fields = asdict(stats)
+    fields["duration"] = round(stats.duration, 3)
+    fields["estimated_cost_usd"] = fields.pop("cost")
+    del fields["kept_output"]  # a manifest is written only beside rows that became the output
+    return fields
+
+
+def summarise(stats: RunStats) -> Sequence[tuple[str, str]]:
+    """Label/value pairs for the end-of-run table."""
+    cost = "n/a (unknown model price)" if stats.cost is None else f"${stats.cost:.4f}"
+    rows = [
+        ("items", str(stats.items)),
+        ("ok", str(stats.ok)),
+        ("failed", str(stats.failed)),
+        ("not run", str(stats.not_run)),
+        ("cached", str(stats.cached)),
+        ("requests", str(stats.requests)),
+        ("retries", str(stats.retries)),
+        ("repairs", str(stats.repairs)),
+        (
+            "tokens",
+            f"{stats.prompt_tokens} in ({stats.cached_input_tokens} cached) / "
+            f"{stats.completion_tokens} out",
+        ),
+        ("estimated cost", cost),
+        ("mode", stats.mode or "-"),
+        ("time", f"{stats.duration:.1f} s"),
+    ]
+    if stats.stop_reason:
+        rows.append(("stopped", stats.stop_reason))
+    return rows

@@ -1,0 +1,310 @@
+"""The batch runner: cache, concurrency, order, output, stats; one line out per abstract in."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from tagger.errors import (
+    BudgetExceeded,
+    CacheWriteError,
+    FatalAPIError,
+    SendingStopped,
+    TaggerError,
+    UsageError,
+)
+from tagger.files.abstracts import Abstract
+from tagger.files.rows import JsonlWriter, build_row
+from tagger.pipeline.cache import AnswerCache
+from tagger.pipeline.item import ItemTagger, Outcome
+from tagger.pipeline.progress import (
+    ANSWER_FAILED,
+    ANSWER_NOT_RUN,
+    ANSWER_OK,
+    LiveCounts,
+    ProgressSink,
+    stop_advice,
+)
+from tagger.pricing import PriceTable
+from tagger.prompting.plan import RunPlan
+from tagger.sending.client import LLMClient
+
+NOT_RUN_PREFIX = "not run: "
+
+
+@dataclass
+class RunStats:
+    """Counts and totals of one run."""
+
+    items: int = 0
+    ok: int = 0
+    failed: int = 0
+    not_run: int = 0  # rows written without an answer because the run stopped (not failures)
+    cached: int = 0
+    requests: int = 0
+    retries: int = 0
+    repairs: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_input_tokens: int = 0
+    cost: float | None = 0.0
+    duration: float = 0.0
+    mode: str | None = None
+    mode_fallbacks: list[str] = field(default_factory=list)
+    stop_reason: str | None = None
+    stop_advice: str | None = None
+    interrupted: bool = False
+    rate_limit_pause: float = 0.0
+    learned_limits: list[str] = field(default_factory=list)
+    kept_output: str | None = None  # where this run's rows are when the old output was kept
+
+
+@dataclass
+class _Pending:
+    abstract: Abstract
+    outcome: Outcome | asyncio.Future[Outcome]
+    cached: bool
+    shared: bool = False  # a repeat of an abstract already in flight: its tokens count once
+    key: str = ""  # the cache key: repeats share a request only when they would share an answer
+
+
+class LiveRunner:
+    """Runs every abstract through the tagger and writes rows in input order."""
+
+    def __init__(
+        self,
+        plan: RunPlan,
+        tagger: ItemTagger,
+        client: LLMClient,
+        cache: AnswerCache | None,
+        writer: JsonlWriter,
+        progress: ProgressSink,
+        prices: PriceTable,
+    ) -> None:
+        self.plan = plan
+        self.config = plan.config
+        self.tagger = tagger
+        self.client = client
+        self.cache = cache
+        self.writer = writer
+        self.progress = progress
+        self.prices = prices
+        self.stats = RunStats()
+        self.stop_reason: str | None = None
+        self.stop_advice = ""
+        self.fatal: Exception | None = None
+        self._inflight: dict[str, asyncio.Future[Outcome]] = {}
+        self._refreshed: set[str] = set()
+        self._run_fields = plan.run_fields()
+
+    def request_stop(self, reason: str, *, interrupted: bool = False, limit: bool = False) -> None:
+        """Stop sending new requests; the rest of the rows are written as not run."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+            self.stop_advice = stop_advice(
+                limit=limit,
+                fatal=self.fatal is not None,
+                cached=self.cache is not None,
+            )
+        self.client.stop_sending(reason)  # requests queued for a slot are not sent either
+        self.stats.interrupted = self.stats.interrupted or interrupted
+
+    async def run(self, abstracts: Iterator[Abstract]) -> RunStats:
+        """Tag all abstracts; returns the stats (raises FatalAPIError after writing rows)."""
+        started = time.monotonic()
+        # Rows wait here until every earlier row is written. Wide, so that one slow abstract
+        # (a hang, a long retry) does not stall the others; each waiting row costs ~2 KB.
+        window = max(1024, self.config.concurrency * 16)
+        pending: deque[_Pending] = deque()
+        self.progress.started(self.live)
+        try:
+            for abstract in abstracts:
+                if abstract.index % 256 == 0:
+                    await asyncio.sleep(0)  # cached stretches never await: let Ctrl-C in
+                pending.append(self._start(abstract))
+                while pending and _is_ready(pending[0]):
+                    self._write(pending.popleft())
+                if len(pending) >= window:
+                    await _wait(pending[0])
+            while pending:
+                await _wait(pending[0])
+                self._write(pending.popleft())
+        finally:
+            self.cancel_inflight()
+            self.stats.duration = time.monotonic() - started
+            self._finish_stats()
+            self.progress.finished(self.stats)
+        if self.fatal is not None:
+            raise self.fatal
+        return self.stats
+
+    def _start(self, abstract: Abstract) -> _Pending:
+        key = self.plan.item_key(abstract)
+        cached = self._cached(key)
+        if cached is not None:
+            self.progress.answered(ANSWER_OK)
+            return _Pending(abstract, cached, cached=True)
+        # Keyed like the cache (title + text), so a rerun answers every row as this run did.
+        shared = self._inflight.get(key)
+        if shared is not None:  # the same abstract and title earlier in the input: send it once
+            shared.add_done_callback(self._on_answer)
+            return _Pending(abstract, shared, cached=False, shared=True)
+        if self.stop_reason is not None:
+            self.progress.answered(ANSWER_NOT_RUN)
+            return _Pending(abstract, Outcome(error=self._not_run(self.stop_reason)), cached=False)
+        task = asyncio.ensure_future(self._tag_and_store(abstract, key))
+        task.add_done_callback(self._on_done)
+        task.add_done_callback(self._on_answer)
+        self._inflight[key] = task
+        return _Pending(abstract, task, cached=False, key=key)
+
+    def _not_run(self, reason: object) -> str:
+        return f"{NOT_RUN_PREFIX}{reason}; {self.stop_advice or 'rerun the same command to finish'}"
+
+    def live(self) -> LiveCounts:
+        """Retries so far, requests in flight and the rate-limit pause left."""
+        client = self.client.snapshot()
+        return LiveCounts(client.retries, client.gate.in_flight, client.gate.pause_left)
+
+    def _cached(self, key: str) -> Outcome | None:
+        if self.cache is None or (self.config.refresh and key not in self._refreshed):
+            return None
+        entry = self.cache.get(key)
+        if entry is None or not isinstance(entry.get("answer"), dict):
+            return None
+        return Outcome(
+            answer=entry["answer"],
+            prompt_tokens=int(entry.get("prompt_tokens", 0)),
+            completion_tokens=int(entry.get("completion_tokens", 0)),
+            cached_input_tokens=int(entry.get("cached_input_tokens", 0)),
+            mode=entry.get("mode"),
+        )
+
+    async def _tag_and_store(self, abstract: Abstract, key: str) -> Outcome:
+        outcome = await self.tagger.tag(abstract.text, abstract.title)
+        # Spend is counted on completion, not when the row is written, so budgets see it early.
+        self.stats.prompt_tokens += outcome.prompt_tokens
+        self.stats.completion_tokens += outcome.completion_tokens
+        self.stats.cached_input_tokens += outcome.cached_input_tokens
+        self.stats.repairs += outcome.repairs
+        if outcome.answer is not None and self.cache is not None:
+            entry = {
+                "answer": outcome.answer,
+                "prompt_tokens": outcome.prompt_tokens,
+                "completion_tokens": outcome.completion_tokens,
+                "cached_input_tokens": outcome.cached_input_tokens,
+                "mode": outcome.mode,
+            }
+            try:
+                # Committed the moment it is validated: a crash later never costs it again.
+                self.cache.put(key, entry)
+            except CacheWriteError as exc:
+                # This answer is paid for: its row is written all the same. Sending more would
+                # pay for answers that cannot be kept.
+                self.request_stop(str(exc))
+                return outcome
+            if self.config.refresh:
+                self._refreshed.add(key)
+        return outcome
+
+    def _on_done(self, task: asyncio.Future[Outcome]) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if isinstance(exc, SendingStopped):
+            self.request_stop(str(exc), limit=isinstance(exc, BudgetExceeded))
+        elif isinstance(exc, FatalAPIError | UsageError) and self.fatal is None:
+            self.fatal = exc
+            self.request_stop(str(exc))
+            self.cancel_inflight()
+
+    def _on_answer(self, task: asyncio.Future[Outcome]) -> None:
+        self.progress.answered(_status(self._result_of(task)))
+
+    def _cost(self) -> float | None:
+        return self.prices.cost(
+            self.config.client.model,
+            self.stats.prompt_tokens,
+            self.stats.completion_tokens,
+            self.stats.cached_input_tokens,
+        )
+
+    def _write(self, item: _Pending) -> None:
+        outcome = self._result(item)
+        if not item.shared and isinstance(item.outcome, asyncio.Future):
+            self._inflight.pop(item.key, None)
+        row = build_row(
+            item.abstract,
+            self._run_fields,
+            answer=outcome.answer,
+            error=outcome.error,
+            cached=item.cached,
+            mode=outcome.mode,
+            prompt_tokens=0 if item.shared else outcome.prompt_tokens,
+            completion_tokens=0 if item.shared else outcome.completion_tokens,
+            cached_input_tokens=0 if item.shared else outcome.cached_input_tokens,
+        )
+        self.writer.write(row)
+        stats = self.stats
+        stats.items += 1
+        status = _status(outcome)
+        stats.ok += status == ANSWER_OK
+        stats.failed += status == ANSWER_FAILED
+        stats.not_run += status == ANSWER_NOT_RUN
+        stats.cached += item.cached
+        self.progress.written(row)
+
+    def _result(self, item: _Pending) -> Outcome:
+        if not isinstance(item.outcome, asyncio.Future):
+            return item.outcome
+        return self._result_of(item.outcome)
+
+    def _result_of(self, future: asyncio.Future[Outcome]) -> Outcome:
+        if future.cancelled():
+            return Outcome(error=self._not_run(self.stop_reason or "cancelled"))
+        exc = future.exception()
+        if isinstance(exc, SendingStopped):
+            return Outcome(error=self._not_run(exc))
+        if isinstance(exc, TaggerError):  # its message is written for the user: no class name
+            return Outcome(error=f"failed: {exc}")
+        if exc is not None:
+            return Outcome(error=f"failed: {type(exc).__name__}: {exc}")
+        return future.result()
+
+    def cancel_inflight(self) -> None:
+        """Cancel every request still in flight (their rows say so)."""
+        for task in list(self._inflight.values()):
+            task.cancel()
+
+    def _finish_stats(self) -> None:
+        stats = self.stats
+        client, probe = self.client.snapshot(), self.tagger.probe.snapshot()
+        stats.requests = client.requests
+        stats.retries = client.retries
+        stats.cost = self._cost()
+        stats.mode = probe.mode
+        stats.mode_fallbacks = list(probe.fallbacks)
+        stats.stop_reason = self.stop_reason
+        stats.stop_advice = self.stop_advice or None
+        stats.rate_limit_pause = round(client.gate.paused_seconds, 3)
+        stats.learned_limits = list(client.gate.learned)
+
+
+def _status(outcome: Outcome) -> str:
+    if outcome.answer is not None:
+        return ANSWER_OK
+    if (outcome.error or "").startswith(NOT_RUN_PREFIX):
+        return ANSWER_NOT_RUN
+    return ANSWER_FAILED
+
+
+def _is_ready(item: _Pending) -> bool:
+    return not isinstance(item.outcome, asyncio.Future) or item.outcome.done()
+
+
+async def _wait(item: _Pending) -> None:
+    if isinstance(item.outcome, asyncio.Future):
+        await asyncio.wait([item.outcome])

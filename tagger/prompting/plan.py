@@ -1,0 +1,72 @@
+"""What a run is made of: prompt, taxonomy, synonyms, schema, and the cache key they form."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from tagger.config import RunConfig
+from tagger.files.abstracts import Abstract
+from tagger.pipeline.cache import cache_key, canonical_json
+from tagger.prompting.prompts import Prompt, load_prompt
+from tagger.prompting.schema import SCHEMA_VERSION, answer_json_schema, build_answer_model
+from tagger.prompting.taxonomy import Synonyms, Taxonomy, load_synonyms, load_taxonomy
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """The loaded, versioned pieces of one run."""
+
+    config: RunConfig
+    prompt: Prompt
+    taxonomy: Taxonomy
+    synonyms: Synonyms
+    answer_model: type[BaseModel]
+    schema: dict[str, Any]
+    key_base: dict[str, Any]
+    key_run_part: str  # key_base serialised once: every abstract's cache key starts with it
+
+    @classmethod
+    def load(cls, config: RunConfig) -> RunPlan:
+        """Load prompt, taxonomy and synonyms from the prompts directory."""
+        prompt = load_prompt(config.prompts_dir, config.prompt_ref)
+        taxonomy = load_taxonomy(config.prompts_dir, prompt.taxonomy_version)
+        synonyms = load_synonyms(config.prompts_dir)
+        model = build_answer_model(taxonomy, synonyms)
+        key_base = _key_base(config, prompt, taxonomy, synonyms)
+        schema = answer_json_schema(model)
+        run_part = canonical_json(key_base)
+        return cls(config, prompt, taxonomy, synonyms, model, schema, key_base, run_part)
+
+    def run_fields(self) -> dict[str, Any]:
+        """The fields every output row of this run shares."""
+        return {
+            "model": self.config.client.model,
+            "prompt": self.prompt.name,
+            "prompt_version": self.prompt.version,
+            "prompt_hash": self.prompt.hash,
+            "taxonomy_version": self.taxonomy.version,
+            "synonyms_version": self.synonyms.version,
+        }
+
+    def item_key(self, abstract: Abstract) -> str:
+        """The cache key of one abstract under this plan."""
+        return cache_key(self.key_run_part, abstract.text, abstract.title)
+
+
+def _key_base(
+    config: RunConfig, prompt: Prompt, taxonomy: Taxonomy, syn: Synonyms
+) -> dict[str, Any]:
+    """Everything besides the abstract that shapes an answer (and so the cache key)."""
+    return {
+        "model": config.client.model,
+        "base_url": config.client.effective_base_url,
+        "prompt": prompt.ref,
+        "prompt_hash": prompt.hash,
+        "schema": SCHEMA_VERSION,
+        "taxonomy": [taxonomy.version, taxonomy.hash],
+        "synonyms": [syn.version, syn.hash],
+        "params": prompt.params,
+    }

@@ -1,0 +1,256 @@
+"""Versioned prompt files: discovery, loading, validation and rendering."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+from typing import Any
+
+from tagger.errors import ConfigError
+
+# Directories under prompts/ that hold data the prompts use, not prompts.
+RESERVED_DIRS = frozenset({"taxonomy", "synonyms"})
+DEFAULT_PROMPT_NAME = "tag"
+PLACEHOLDERS = frozenset({"title_line", "abstract", "areas", "format_instructions"})
+
+_LONE_PLACEHOLDER_RE = re.compile(r"^\s*\$\{?(title_line|format_instructions)\}?\s*$")
+_VERSION_RE = re.compile(r"^v?(\d+)$", re.IGNORECASE)
+
+
+def version_number(version: str) -> int | None:
+    """Return N for "vN" or "N", else None."""
+    match = _VERSION_RE.match(version.strip())
+    return int(match.group(1)) if match else None
+
+
+def read_toml(path: Path) -> tuple[dict[str, Any], str]:
+    """Parse a TOML file; return its data and the first 12 hex of its sha256."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not valid UTF-8 ({exc.reason})") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    return data, hashlib.sha256(raw).hexdigest()[:12]
+
+
+def versioned_files(directory: Path) -> list[tuple[int, Path]]:
+    """List a directory's vN.toml files as (N, path), oldest first."""
+    found: list[tuple[int, Path]] = []
+    for path in directory.glob("*.toml"):
+        number = version_number(path.stem) if path.stem.startswith("v") else None
+        if number is None:
+            # A stray draft.toml would otherwise be silently ignored and confuse users.
+            raise ConfigError(f"{path}: versioned files must be named v<N>.toml (e.g. v1.toml)")
+        found.append((number, path))
+    return sorted(found)
+
+
+def require_str(
+    data: dict[str, Any], key: str, where: Path | str, *, optional: bool = False
+) -> str:
+    """Return data[key] as a non-empty string or raise ConfigError naming where it came from."""
+    value = data.get(key)
+    if value is None and optional:
+        return ""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where}: '{key}' must be a non-empty string")
+    return value
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One prompt version loaded from prompts/<name>/<version>.toml."""
+
+    name: str
+    version: str
+    description: str
+    system: str
+    user: str
+    params: dict[str, Any]
+    taxonomy_version: str | None
+    hash: str
+    path: Path
+
+    @property
+    def ref(self) -> str:
+        """The reference users type, e.g. "tag@v1"."""
+        return f"{self.name}@{self.version}"
+
+    def render(
+        self, *, abstract: str, title: str | None, areas: str, format_instructions: str
+    ) -> list[dict[str, str]]:
+        """Build the chat messages for one abstract."""
+        clean_title = " ".join(title.split()) if title else ""
+        values = {
+            "title_line": f"Title: {clean_title}" if clean_title else "",
+            "abstract": abstract.strip(),
+            "areas": areas,
+            "format_instructions": format_instructions,
+        }
+        empty = frozenset(
+            name for name in ("title_line", "format_instructions") if not values[name]
+        )
+        # Values are spliced in, never re-scanned, so $ and {} in the abstract survive.
+        user = "".join(values[part[1:]] if part[:1] == "\0" else part
+                       for part in _template(self.user, empty))  # fmt: skip
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
+
+
+@functools.lru_cache(maxsize=64)
+def _template(user: str, empty: frozenset[str]) -> tuple[str, ...]:
+    """The user template as literal parts and "\0name" placeholders, parsed once per variant.
+
+    Lines holding only a placeholder that is empty this time are dropped (they would leave
+    stray blank lines). string.Template re-parses the template on every call, and this runs
+    for every abstract.
+    """
+    lines = [
+        line
+        for line in user.split("\n")
+        if not ((m := _LONE_PLACEHOLDER_RE.match(line)) and m.group(1) in empty)
+    ]
+    text = "\n".join(lines)
+    parts: list[str] = []
+    position = 0
+    for match in Template.pattern.finditer(text):
+        parts.append(text[position : match.start()])
+        if match.group("escaped") is not None:
+            parts.append("$")
+        else:
+            parts.append("\0" + (match.group("named") or match.group("braced")))
+        position = match.end()
+    parts.append(text[position:])
+    return tuple(part for part in parts if part)
+
+
+def default_prompts_dir() -> Path:
+    """$TAGGER_PROMPTS_DIR, else ./prompts, else the checkout's or the installed copy."""
+    env = os.environ.get("TAGGER_PROMPTS_DIR", "").strip()
+    if env:
+        return Path(env).expanduser()
+    local = Path.cwd() / "prompts"
+    if local.is_dir():
+        return local
+    package = Path(__file__).resolve().parent.parent
+    checkout = package.parent / "prompts"  # an editable install of a clone
+    return checkout if checkout.is_dir() else package / "bundled_prompts"  # a wheel
+
+
+def _check_dir(prompts_dir: Path) -> None:
+    if not prompts_dir.is_dir():
+        raise ConfigError(
+            f"prompts directory not found: {prompts_dir} (set TAGGER_PROMPTS_DIR or --prompts-dir)"
+        )
+
+
+def _discover(prompts_dir: Path) -> dict[str, list[tuple[int, Path]]]:
+    """Map prompt name to its (version number, path) list without parsing any file."""
+    _check_dir(prompts_dir)
+    found: dict[str, list[tuple[int, Path]]] = {}
+    for sub in sorted(prompts_dir.iterdir()):
+        if not sub.is_dir() or sub.name in RESERVED_DIRS or sub.name.startswith((".", "_")):
+            continue
+        files = versioned_files(sub)
+        if files:
+            found[sub.name] = files
+    return found
+
+
+def _validate_template(user: str, path: Path) -> None:
+    template = Template(user)
+    if not template.is_valid():
+        raise ConfigError(f"{path}: 'user' is not a valid template (a lone '$'? write '$$')")
+    unknown = set(template.get_identifiers()) - PLACEHOLDERS
+    if unknown:
+        allowed = ", ".join(f"${p}" for p in sorted(PLACEHOLDERS))
+        raise ConfigError(
+            f"{path}: unknown placeholder(s) {', '.join(sorted(unknown))} in 'user'; "
+            f"allowed: {allowed}"
+        )
+    # The fake test server (and humans reading logs) find the abstract after the last
+    # line starting with "Abstract:", so the template must end with exactly that line.
+    last_line = user.rstrip().rsplit("\n", 1)[-1]
+    if not last_line.startswith("Abstract:") or not re.search(r"\$\{?abstract\}?$", last_line):
+        raise ConfigError(f"{path}: 'user' must end with a line 'Abstract: $abstract'")
+
+
+def _parse_prompt(name: str, number: int, path: Path) -> Prompt:
+    data, digest = read_toml(path)
+    version = f"v{number}"
+    if data.get("name", name) != name:
+        raise ConfigError(f"{path}: name {data.get('name')!r} does not match directory {name!r}")
+    if version_number(str(data.get("version", version))) != number:
+        raise ConfigError(
+            f"{path}: version {data.get('version')!r} does not match file name {version!r}"
+        )
+    system = require_str(data, "system", path)
+    user = require_str(data, "user", path)
+    _validate_template(user, path)
+    params = data.get("params", {})
+    if not isinstance(params, dict):
+        raise ConfigError(f"{path}: [params] must be a table")
+    for key, value in params.items():
+        if not isinstance(value, str | int | float | bool):
+            raise ConfigError(f"{path}: params.{key} must be a string, number or boolean")
+    taxonomy = data.get("taxonomy")
+    if taxonomy is not None:
+        number_t = version_number(taxonomy) if isinstance(taxonomy, str) else None
+        if number_t is None:
+            raise ConfigError(f"{path}: 'taxonomy' must be a version like \"v1\"")
+        taxonomy = f"v{number_t}"
+    return Prompt(
+        name=name,
+        version=version,
+        description=require_str(data, "description", path, optional=True).strip(),
+        system=system.strip(),
+        user=user.rstrip(),
+        params=dict(params),
+        taxonomy_version=taxonomy,
+        hash=digest,
+        path=path,
+    )
+
+
+def list_prompts(prompts_dir: Path) -> list[Prompt]:
+    """Load every prompt, sorted by name then version number."""
+    return [
+        _parse_prompt(name, number, path)
+        for name, files in sorted(_discover(prompts_dir).items())
+        for number, path in files
+    ]
+
+
+def load_prompt(prompts_dir: Path, ref: str | None) -> Prompt:
+    """Load a prompt by "name@vN", "name@N", "name" (newest) or None (newest default)."""
+    found = _discover(prompts_dir)
+    if not found:
+        raise ConfigError(f"no prompts found in {prompts_dir} (expected <name>/v1.toml)")
+    available = ", ".join(f"{n}@v{v}" for n, files in sorted(found.items()) for v, _ in files)
+    if ref is None or not ref.strip():
+        if DEFAULT_PROMPT_NAME in found:
+            name = DEFAULT_PROMPT_NAME
+        elif len(found) == 1:
+            name = next(iter(found))
+        else:
+            raise ConfigError(f"several prompts exist; choose one with --prompt: {available}")
+        number, path = found[name][-1]
+        return _parse_prompt(name, number, path)
+    name, sep, version = ref.strip().partition("@")
+    files = dict(found.get(name, []))
+    wanted = version_number(version) if sep else max(files, default=None)
+    if wanted is None or wanted not in files:
+        raise ConfigError(
+            f"unknown prompt {ref.strip()!r}; available: {available} (see `tagger prompts`)"
+        )
+    return _parse_prompt(name, wanted, files[wanted])

@@ -1,0 +1,1 @@
+"""After a run: gold sets, evaluation, comparison, tag statistics."""

@@ -1,0 +1,254 @@
+"""Gold sets: reading run and gold JSONL, and importing a reviewed sheet with full validation."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from json import JSONDecodeError
+from pathlib import Path
+from typing import Any
+
+from tagger.errors import UsageError
+from tagger.files.textlines import parse_json
+from tagger.prompting.schema import MAX_TAGS, SUMMARY_WORD_LIMIT
+from tagger.prompting.schema import clean_tags as schema_clean_tags
+from tagger.prompting.taxonomy import Synonyms, Taxonomy
+
+REQUIRED_COLUMNS = ("id", "task_area", "method_tags", "summary")
+TRUTHY = frozenset({"y", "yes", "x", "1", "true"})
+FALSY = frozenset({"", "n", "no", "0", "false"})
+# Reviewers separate tags with ";" (the export's separator) or put each on its own line.
+_TAG_SPLIT_RE = re.compile(r"[;\n\r]+")
+_EXCERPT = 60
+# The fields of a run row the review commands read, and the JSON types `tagger run` writes.
+_RUN_TEXT_FIELDS = (
+    "task_area", "summary", "title", "abstract", "source", "venue", "status", "error",
+    "model", "prompt", "prompt_version", "prompt_hash", "taxonomy_version",
+)  # fmt: skip
+_RUN_INT_FIELDS = ("index", "year")
+
+
+def _show(value: str) -> str:
+    flat = " ".join(value.split())
+    return repr(flat if len(flat) <= _EXCERPT else flat[: _EXCERPT - 1] + "…")
+
+
+def read_jsonl(path: Path, kind: str = "run") -> list[dict[str, Any]]:
+    """Read a JSONL file of objects; a malformed line is a UsageError naming file and line."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such {kind} file") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 (byte {exc.start})") from exc
+    rows: list[dict[str, Any]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = parse_json(line)
+        except JSONDecodeError as exc:
+            raise UsageError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+        except ValueError as exc:  # a number too long to parse
+            raise UsageError(f"{path}:{number}: not valid JSON ({exc})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not row["id"]:
+            raise UsageError(f"{path}:{number}: expected a {kind} object with a string 'id'")
+        problem = run_row_problem(row) if kind == "run" else None
+        if problem is not None:
+            raise UsageError(f"{path}:{number}: {problem}: give a file `tagger run` wrote")
+        rows.append(row)
+    if not rows:
+        raise UsageError(f"{path}: no {kind} rows")
+    return rows
+
+
+def _json_type(value: object) -> str:
+    names = {dict: "an object", list: "a list", str: "text", bool: "a boolean", int: "a number"}
+    return names.get(type(value), "a number" if isinstance(value, float) else "null")
+
+
+def run_row_problem(row: dict[str, Any]) -> str | None:
+    """What is wrong with the types of a run row's fields, or None."""
+    for name in _RUN_TEXT_FIELDS:
+        if not isinstance(row.get(name), str | None):
+            return f"'{name}' must be text or null, got {_json_type(row[name])}"
+    for name in _RUN_INT_FIELDS:
+        value = row.get(name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            return f"'{name}' must be a whole number or null, got {_json_type(value)}"
+    tags = row.get("method_tags")
+    if tags is not None and not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
+        return f"'method_tags' must be a list of text or null, got {_json_type(tags)}"
+    if not isinstance(row.get("cached"), bool | None):
+        return f"'cached' must be true, false or null, got {_json_type(row['cached'])}"
+    return None
+
+
+def split_tags(value: str | Sequence[str]) -> list[str]:
+    """Tags from a sheet cell ("a; b") or a list, blanks dropped."""
+    parts = _TAG_SPLIT_RE.split(value) if isinstance(value, str) else list(value)
+    return [part.strip() for part in parts if isinstance(part, str) and part.strip()]
+
+
+def clean_tags(raw: list[str], synonyms: Synonyms | None) -> tuple[list[str], str | None]:
+    """Normalised, de-duplicated tags and a problem message (None when valid)."""
+    try:
+        tags = schema_clean_tags(raw, synonyms)
+    except ValueError as exc:
+        return [], f"{exc} (separate tags with ';')" if not raw else str(exc)
+    if len(tags) > MAX_TAGS:
+        return tags, f"has {len(tags)} tags; at most {MAX_TAGS}"
+    return tags, None
+
+
+def check_summary(value: str) -> str | None:
+    """A problem with a gold summary, or None."""
+    text = value.strip()
+    if not text:
+        return "must not be empty"
+    if "\n" in text or "\r" in text:
+        return "must be one line"
+    words = len(text.split())
+    if words > SUMMARY_WORD_LIMIT:
+        return f"has {words} words; at most {SUMMARY_WORD_LIMIT}"
+    return None
+
+
+def validate_fields(
+    values: dict[str, Any], taxonomy: Taxonomy, synonyms: Synonyms | None
+) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """Check id, task_area, method_tags and summary; return the clean row and (column, problem)s."""
+    problems: list[tuple[str, str]] = []
+    clean: dict[str, Any] = {}
+    ident = str(values.get("id") or "").strip()
+    if not ident:
+        problems.append(("id", "must not be empty"))
+    clean["id"] = ident
+    area_raw = str(values.get("task_area") or "").strip()
+    area = taxonomy.resolve(area_raw) if area_raw else None
+    if area is None:
+        shown = _show(area_raw) if area_raw else "(empty)"
+        problems.append(
+            ("task_area", f"{shown} is not a task area (see taxonomy {taxonomy.version})")
+        )
+    clean["task_area"] = area
+    tags_raw = values.get("method_tags")
+    tags_raw = "" if tags_raw is None else tags_raw
+    if isinstance(tags_raw, str) or (
+        isinstance(tags_raw, list) and all(isinstance(t, str) for t in tags_raw)
+    ):
+        tags, problem = clean_tags(split_tags(tags_raw), synonyms)
+    else:
+        tags, problem = [], f"must be a list of tags or 'a; b' text, got {_json_type(tags_raw)}"
+    if problem is not None:
+        problems.append(("method_tags", problem))
+    clean["method_tags"] = tags
+    summary_raw = values.get("summary")
+    summary = summary_raw if isinstance(summary_raw, str) else ""
+    problem = check_summary(summary)
+    if summary_raw is not None and not isinstance(summary_raw, str):
+        problem = f"must be text, got {_json_type(summary_raw)}"
+    if problem is not None:
+        problems.append(("summary", f"{_show(summary)} {problem}" if summary.strip() else problem))
+    clean["summary"] = " ".join(summary.split())
+    return clean, problems
+
+
+@dataclass(frozen=True)
+class GoldImport:
+    """The result of reading a reviewed sheet."""
+
+    rows: list[dict[str, Any]]
+    skipped: int
+
+
+def import_sheet(
+    name: str,
+    header: Sequence[str],
+    rows: Sequence[tuple[int, dict[str, str]]],
+    taxonomy: Taxonomy,
+    synonyms: Synonyms | None,
+    *,
+    take_all: bool = False,
+) -> GoldImport:
+    """Validate reviewed rows into gold rows; every bad cell goes into one UsageError."""
+    wanted = REQUIRED_COLUMNS if take_all else ("reviewed", *REQUIRED_COLUMNS)
+    missing = [column for column in wanted if column not in header]
+    if missing:
+        hint = "" if take_all or "reviewed" not in missing else " (or pass --all)"
+        raise UsageError(f"{name}: missing column(s) {', '.join(missing)}{hint}")
+    problems: list[str] = []
+    gold: list[dict[str, Any]] = []
+    first_row: dict[str, int] = {}
+    skipped = 0
+    for number, values in rows:
+        if not take_all:
+            mark = values.get("reviewed", "").strip().casefold()
+            if mark not in TRUTHY | FALSY:
+                problems.append(
+                    f"{name} row {number}, column reviewed: {_show(mark)} is not "
+                    "y/yes/x/1/true (reviewed) or empty"
+                )
+                continue
+            if mark in FALSY:
+                skipped += 1
+                continue
+        clean, bad = validate_fields(values, taxonomy, synonyms)
+        ident = clean["id"]
+        if ident and ident in first_row:
+            bad.append(("id", f"duplicate id {ident!r} (first at row {first_row[ident]})"))
+        first_row.setdefault(ident, number)
+        problems += [f"{name} row {number}, column {column}: {text}" for column, text in bad]
+        for extra in ("abstract", "source"):
+            if values.get(extra, "").strip():
+                clean[extra] = values[extra]
+        clean["taxonomy_version"] = taxonomy.version
+        gold.append(clean)
+    if problems:
+        count = f"{len(problems)} bad cell{'s' if len(problems) != 1 else ''}"
+        raise UsageError(f"{name}: {count}; fix them and import again:\n" + "\n".join(problems))
+    return GoldImport(rows=gold, skipped=skipped)
+
+
+def sheet_taxonomy_version(rows: Sequence[tuple[int, dict[str, str]]]) -> str | None:
+    """The taxonomy version every row of the sheet names, or None if absent or mixed."""
+    versions = {values.get("taxonomy_version", "").strip() for _, values in rows} - {""}
+    return versions.pop() if len(versions) == 1 else None
+
+
+def check_gold_rows(
+    name: str, rows: list[dict[str, Any]], taxonomy: Taxonomy, synonyms: Synonyms | None
+) -> list[dict[str, Any]]:
+    """Validate gold rows in place (same checks as gold import); areas become ids."""
+    problems: list[str] = []
+    seen: set[str] = set()
+    for number, row in enumerate(rows, start=1):
+        clean, bad = validate_fields(row, taxonomy, synonyms)
+        if clean["id"] in seen:
+            bad.append(("id", f"duplicate id {clean['id']!r}"))
+        seen.add(clean["id"])
+        problems += [f"{name} entry {number}, {column}: {text}" for column, text in bad]
+        row.update(clean)
+    if problems:
+        raise UsageError(f"{name}: invalid gold rows:\n" + "\n".join(problems))
+    return rows
+
+
+def gold_taxonomy_version(rows: Sequence[dict[str, Any]]) -> str | None:
+    """The taxonomy version all gold rows were labelled with, or None if absent or mixed."""
+    versions = {str(row.get("taxonomy_version") or "").strip() for row in rows} - {""}
+    return versions.pop() if len(versions) == 1 else None
+
+
+def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    """Write rows as JSONL via a temporary file, so a failure leaves no half file."""
+    temporary = path.with_name(path.name + ".tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with temporary.open("w", encoding="utf-8", newline="\n") as stream:
+        for row in rows:
+            stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+    temporary.replace(path)

@@ -1,0 +1,1 @@
+"""Talking to the server: the SDK client, retries, the send gate, local-server defaults."""

@@ -1,0 +1,239 @@
+"""The send gate: every request passes here (pauses after 429, rpm/tpm, concurrency, budget)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from tagger.errors import BudgetExceeded, SendingStopped
+from tagger.sending.pacing import Pacer, wait_until
+
+# A server asking for a longer pause (Retry-After, an exhausted x-ratelimit window) is not
+# believed beyond this: a wrong "86400s" must not stop a run for a day. Then retries decide.
+MAX_PAUSE_SECONDS = 120.0
+LONG_PAUSE_SECONDS = 60.0  # a pause longer than this is a warning, not just an info line
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_DURATIONS = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h))+")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GateSnapshot:
+    """The gate at one moment, for the progress line and the run's stats."""
+
+    in_flight: int  # requests holding a slot: sent, or about to be
+    pause_left: float  # seconds until a pause ends (0: not paused)
+    paused_seconds: float = 0.0  # all pauses so far
+    learned: tuple[str, ...] = ()  # limits learned from headers
+
+
+def parse_reset(value: str) -> float | None:
+    """Seconds in an x-ratelimit-reset-* value such as '1s', '6m0s', '250ms' or '0.5'.
+
+    None for anything else, negative or infinite included.
+    """
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        if not _DURATIONS.fullmatch(value):
+            return None
+        seconds = sum(float(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION.findall(value))
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+class SpendGuard:
+    """Refuses a request that could take the run past --max-requests or --max-cost."""
+
+    def __init__(
+        self,
+        max_requests: int | None,
+        max_cost: float | None,
+        cost_of: Callable[[int, int], float | None],
+    ) -> None:
+        self.max_requests = max_requests
+        self.max_cost = max_cost
+        self.cost_of = cost_of
+        self.sent = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self._reserved_tokens = 0  # estimates of requests in flight
+
+    def reserve(self, estimated_tokens: int) -> None:
+        """Count a request about to be sent, or raise BudgetExceeded."""
+        if self.max_requests is not None and self.sent >= self.max_requests:
+            raise BudgetExceeded(f"--max-requests {self.max_requests} reached")
+        if self.max_cost is not None:
+            # In-flight requests are counted at their estimate, all as input (the dearer side
+            # is output, but answers are short): stop before, not after, the cap.
+            pending = self._reserved_tokens + estimated_tokens
+            cost = self.cost_of(self.prompt_tokens + pending, self.completion_tokens)
+            if cost is not None and cost > self.max_cost:
+                raise BudgetExceeded(f"--max-cost ${self.max_cost:g} reached")
+        self.sent += 1
+        self._reserved_tokens += estimated_tokens
+
+    def settle(self, estimated_tokens: int, prompt_tokens: int, completion_tokens: int) -> None:
+        """Replace a request's estimate by what it really used."""
+        self._reserved_tokens -= estimated_tokens
+        self.prompt_tokens += prompt_tokens
+        self.completion_tokens += completion_tokens
+
+
+class SendGate:
+    """Pauses, rate limits, concurrency slots and spend limits, shared by all requests."""
+
+    def __init__(
+        self,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        concurrency: int = 8,
+        guard: SpendGuard | None = None,
+    ) -> None:
+        self.rpm = rpm
+        self.tpm = tpm
+        self.guard = guard
+        self._requests = Pacer(rpm)
+        self._tokens = Pacer(tpm)
+        self._slots = asyncio.Semaphore(concurrency)
+        self._turn = asyncio.Lock()
+        self._resume_at = 0.0
+        self.stopped: str | None = None
+        self.paused_seconds = 0.0
+        self.learned: list[str] = []
+        # The first request goes alone and the others wait for its answer: it shows the limits
+        # (x-ratelimit-* headers) and pays the client's set-up; all the slots at once could
+        # break a limit enforced per second before tagger knows it.
+        self._first_answer = asyncio.Event()
+        self._scout_sent = False
+        self._in_flight = 0
+
+    @asynccontextmanager
+    async def slot(self, estimated_tokens: int = 0) -> AsyncIterator[None]:
+        """Hold a concurrency slot for one request, once pauses and limits allow it."""
+        await self._wait_pause()  # a pause is waited out without holding a slot
+        async with self._slots:
+            scout = await self._scout_turn()
+            try:
+                async with self._turn:  # one sender at a time: a stall delays one, bunches none
+                    await self._wait_turn(estimated_tokens)
+                await self._wait_pause()  # a 429 may have arrived while we queued
+                if self.stopped is not None:
+                    raise SendingStopped(self.stopped)
+                if self.guard is not None:
+                    self.guard.reserve(estimated_tokens)
+                self._in_flight += 1
+                try:
+                    yield
+                finally:
+                    self._in_flight -= 1
+            finally:
+                if scout:
+                    self._requests.answered(time.monotonic())
+                    self._tokens.answered(time.monotonic())
+                    self._first_answer.set()
+
+    async def _scout_turn(self) -> bool:
+        """True for the request that goes alone; the others wait here until it is answered."""
+        if self._first_answer.is_set():
+            return False
+        if not self._scout_sent:
+            self._scout_sent = True
+            return True
+        await self._first_answer.wait()
+        return False
+
+    async def _wait_turn(self, estimated_tokens: int) -> None:
+        """Wait until both limits allow the next send, and record it."""
+        now = time.monotonic()
+        due = self._requests.earliest(1, now)
+        if estimated_tokens > 0:
+            due = max(due, self._tokens.earliest(estimated_tokens, now))
+        await wait_until(due)
+        sent = time.monotonic()
+        self._requests.book(1, due, sent)
+        if estimated_tokens > 0:
+            self._tokens.book(estimated_tokens, due, sent)
+
+    def snapshot(self) -> GateSnapshot:
+        """Requests in flight, pauses and learned limits, read without changing anything."""
+        return GateSnapshot(
+            in_flight=self._in_flight,
+            pause_left=max(0.0, self._resume_at - time.monotonic()),
+            paused_seconds=self.paused_seconds,
+            learned=tuple(self.learned),
+        )
+
+    async def _wait_pause(self) -> None:
+        while (delay := self._resume_at - time.monotonic()) > 0:
+            await asyncio.sleep(delay)
+
+    def stop(self, reason: str) -> None:
+        """Send nothing more: requests waiting here fail with SendingStopped(reason)."""
+        self.stopped = self.stopped or reason
+
+    def pause(self, seconds: float, reason: str = "Retry-After") -> None:
+        """Hold every sender for `seconds` from now, at most MAX_PAUSE_SECONDS."""
+        if not 0 < seconds < math.inf:
+            return
+        held = min(seconds, MAX_PAUSE_SECONDS)
+        now = time.monotonic()
+        left, resume_at = self._resume_at - now, now + held
+        if resume_at <= self._resume_at:
+            return
+        self.paused_seconds += resume_at - max(self._resume_at, now)
+        self._resume_at = resume_at
+        if held < seconds:
+            reason += f", capped at {MAX_PAUSE_SECONDS:g} s"
+        if held > LONG_PAUSE_SECONDS >= left:
+            logger.warning("rate limit: all requests paused for %.0f s (%s)", held, reason)
+        elif left <= 0:
+            logger.info("rate limit: all requests paused for %.1f s (%s)", held, reason)
+
+    def settle(self, estimated_tokens: int, prompt_tokens: int, completion_tokens: int) -> None:
+        """Record what a request really used."""
+        if self.guard is not None:
+            self.guard.settle(estimated_tokens, prompt_tokens, completion_tokens)
+        extra = prompt_tokens + completion_tokens - estimated_tokens
+        # An underestimate delays later senders; an overestimate is not refunded (servers count
+        # max_tokens at admission, so the real usage says little about what they counted).
+        self._tokens.charge(extra, time.monotonic())
+
+    def observe(self, headers: Mapping[str, str]) -> None:
+        """Learn or tighten limits from x-ratelimit-* headers; wait out an exhausted window."""
+        for kind in ("requests", "tokens"):
+            limit = _int(headers.get(f"x-ratelimit-limit-{kind}"))
+            remaining = _int(headers.get(f"x-ratelimit-remaining-{kind}"))
+            raw_reset = headers.get(f"x-ratelimit-reset-{kind}") or ""
+            reset = parse_reset(raw_reset)
+            if limit is not None and limit > 0:  # 0 or less is nonsense: pacing at it would hang
+                self._tighten(kind, limit)
+            if remaining == 0 and reset:
+                self.pause(reset, f"x-ratelimit-reset-{kind}: {raw_reset.strip()[:20]}")
+
+    def _tighten(self, kind: str, limit: int) -> None:
+        current = self.rpm if kind == "requests" else self.tpm
+        if current is not None and current <= limit:
+            return
+        self.learned.append(f"{kind} per minute: {current or 'unset'} -> {limit}")
+        logger.info("rate limit from the server's headers: %s", self.learned[-1])
+        if kind == "requests":
+            self.rpm = limit
+            self._requests.set_limit(limit)
+        else:
+            self.tpm = limit
+            self._tokens.set_limit(limit)
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None

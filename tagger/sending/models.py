@@ -1,0 +1,63 @@
+"""The models a server offers (GET /models), for `tagger models` and unknown-model errors."""
+
+from __future__ import annotations
+
+from tagger.config import ClientConfig
+from tagger.errors import FatalAPIError
+from tagger.redact import public_url, redact
+from tagger.sending.server_faults import server_message
+
+# Listing models is one small GET: a server that cannot answer it quickly is not one to wait for.
+LIST_TIMEOUT = 15.0
+HINT_TIMEOUT = 5.0
+HINT_MAX_MODELS = 20
+
+
+def list_models(config: ClientConfig, timeout: float = LIST_TIMEOUT) -> list[str]:
+    """The model ids the server lists, sorted; FatalAPIError says why they could not be read."""
+    import openai
+
+    where = public_url(config.effective_base_url)
+    secret = config.api_key.get_secret_value() if config.api_key else None
+    client = openai.OpenAI(
+        api_key=secret or "unused",
+        base_url=config.effective_base_url,
+        timeout=openai.Timeout(timeout, connect=min(timeout, 10.0)),
+        max_retries=0,
+    )
+    try:
+        return sorted({model.id for model in client.models.list()})
+    except openai.APIStatusError as exc:
+        if exc.status_code in (401, 403):
+            raise FatalAPIError(
+                f"{where} refused the API key (HTTP {exc.status_code}): check OPENAI_API_KEY "
+                "in .env or pass --api-key"
+            ) from None
+        message = redact(server_message(exc)[:200], secret)
+        raise FatalAPIError(
+            f"{where} did not list its models (GET /models: HTTP {exc.status_code}: {message}): "
+            "check --base-url (OpenAI-compatible servers usually end in /v1)"
+        ) from None
+    except openai.APIConnectionError:
+        raise FatalAPIError(
+            f"cannot connect to {where}: is the server running? check --base-url / OPENAI_BASE_URL"
+        ) from None
+    except (ValueError, TypeError, AttributeError):
+        raise FatalAPIError(
+            f"{where} answered GET /models with something that is no model list: check --base-url"
+        ) from None
+    finally:
+        client.close()
+
+
+def offered_models_hint(config: ClientConfig) -> str:
+    """ "; the server offers: a, b" for an unknown --model, or "" when they cannot be read."""
+    try:
+        models = list_models(config, timeout=HINT_TIMEOUT)
+    except FatalAPIError:
+        return ""
+    if not models:
+        return ""
+    shown = ", ".join(models[:HINT_MAX_MODELS])
+    more = f" and {len(models) - HINT_MAX_MODELS} more" if len(models) > HINT_MAX_MODELS else ""
+    return f"; the server offers: {shown}{more} (see `tagger models`)"
