@@ -14,12 +14,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # the fake server lives with the tests
-
-from fakeserver import FakeLLM  # noqa: E402
+sys.path.insert(0, str(ROOT))  # the fake server lives with the tests (tests.fakeserver)
 
 from tagger.files.abstracts import iter_abstracts, scan  # noqa: E402
 from tagger.prompting.taxonomy import load_taxonomy  # noqa: E402
+from tests.fakeserver import FakeLLM  # noqa: E402
 
 
 def seed_texts() -> list[str]:

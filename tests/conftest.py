@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from fakeserver import FakeLLM
+from tests.fakeserver import FakeLLM
 
 
 @pytest.fixture
@@ -27,8 +24,9 @@ import os  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 from typing import Any  # noqa: E402
 
-from fakeserver import Recorded, first_user_message  # noqa: E402
 from typer.testing import CliRunner, Result  # noqa: E402
+
+from tests.fakeserver import Recorded, first_user_message  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PROMPTS_DIR = REPO_ROOT / "prompts"

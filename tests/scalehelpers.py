@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fakeserver import FakeLLM, Recorded, first_user_message
+from tests.fakeserver import FakeLLM, Recorded, first_user_message
 
 REPO = Path(__file__).resolve().parent.parent
 PROMPTS = REPO / "prompts"

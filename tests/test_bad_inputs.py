@@ -7,8 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import SEEDS_DIR, TaggerCLI, one_line
 from typer.testing import Result
+
+from tests.conftest import SEEDS_DIR, TaggerCLI, one_line
 
 GOOD = json.dumps({"abstract": "We study sparse attention for graph transformers."})
 

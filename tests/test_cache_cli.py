@@ -7,7 +7,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import PROMPTS_DIR, TaggerCLI, seed_texts
+
+from tests.conftest import PROMPTS_DIR, TaggerCLI, seed_texts
 
 
 def _without_cached(rows: list[dict[str, object]]) -> list[dict[str, object]]:

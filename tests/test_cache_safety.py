@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SEEDS_DIR, TaggerCLI, one_line
+
+from tests.conftest import SEEDS_DIR, TaggerCLI, one_line
 
 
 def _plant(cache_dir: Path, sql: str, *params: Any) -> None:

@@ -13,13 +13,13 @@ from typing import Any, get_args
 
 import pytest
 import typer
-from conftest import PROMPTS_DIR, TaggerCLI, one_line
-from fakeserver import FakeLLM
-from scalehelpers import clean_env, subprocess_cmd, write_inputs
 
 from tagger.cli import options as cli_options
 from tagger.cli.app import app
 from tagger.config import DEFAULT_BASE_URL, DEFAULT_MODEL, HttpBackend, Mode
+from tests.conftest import PROMPTS_DIR, TaggerCLI, one_line
+from tests.fakeserver import FakeLLM
+from tests.scalehelpers import clean_env, subprocess_cmd, write_inputs
 
 ESC = "\x1b"
 

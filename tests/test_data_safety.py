@@ -14,8 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import SEEDS_DIR, TEST_KEY, TaggerCLI, one_line
-from scalehelpers import clean_env, popen, read_rows, run_args, subprocess_cmd
+
+from tests.conftest import SEEDS_DIR, TEST_KEY, TaggerCLI, one_line
+from tests.scalehelpers import clean_env, popen, read_rows, run_args, subprocess_cmd
 
 SAFETY_NET = 60.0  # seconds: only against hangs, never what a test measures
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import openai
 import pytest
-from fakeserver import FakeLLM
+
+from tests.fakeserver import FakeLLM
 
 ABSTRACT = (
     "Title: Sparse attention for graphs\n"

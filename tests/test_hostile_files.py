@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TaggerCLI
 from openpyxl import load_workbook
 from typer.testing import CliRunner
 
@@ -22,6 +21,7 @@ from tagger.errors import InputError
 from tagger.files import csvrows, xlsxread
 from tagger.files.abstracts import iter_abstracts, scan, text_id
 from tagger.files.sheets import SHEET_COLUMNS, read_sheet
+from tests.conftest import TaggerCLI
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = ROOT / "prompts"

@@ -6,8 +6,9 @@ import re
 import socket
 
 import pytest
-from conftest import TEST_KEY, TaggerCLI, one_line, seed_texts, taxonomy_ids
-from fakeserver import FakeLLM
+
+from tests.conftest import TEST_KEY, TaggerCLI, one_line, seed_texts, taxonomy_ids
+from tests.fakeserver import FakeLLM
 
 
 def _target(cli: TaggerCLI, fault_script: list[str], position: int = 1) -> str:

@@ -7,8 +7,6 @@ import logging
 from pathlib import Path
 
 import pytest
-from conftest import PROMPTS_DIR, TaggerCLI, first_user_message, one_line, seed_texts
-from fakeserver import Recorded
 
 from tagger.config import ClientConfig, Mode, RunConfig
 from tagger.defaults import LOCAL_TIMEOUT as DEFAULT_TIMEOUT
@@ -20,6 +18,8 @@ from tagger.prompting.prompts import load_prompt
 from tagger.prompting.schema import answer_json_schema, build_answer_model, format_instructions
 from tagger.prompting.taxonomy import load_taxonomy
 from tagger.sending.local import SlowServerNotice, is_local_url, slow_estimate
+from tests.conftest import PROMPTS_DIR, TaggerCLI, first_user_message, one_line, seed_texts
+from tests.fakeserver import Recorded
 
 
 def _format(request: Recorded) -> dict[str, object]:

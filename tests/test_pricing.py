@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import TaggerCLI
 
 from tagger.errors import ConfigError
 from tagger.pricing import PriceTable, count_text_tokens
+from tests.conftest import TaggerCLI
 
 
 def test_cost_uses_cached_input_price() -> None:

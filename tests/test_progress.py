@@ -7,7 +7,6 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from conftest import PROMPTS_DIR, TEST_KEY, TaggerCLI, one_line, seed_texts
 from rich.console import Console
 
 from tagger.cli.progress import BarProgress
@@ -18,6 +17,7 @@ from tagger.pipeline.live import RunStats
 from tagger.pipeline.progress import ANSWER_NOT_RUN, ANSWER_OK, LiveCounts
 from tagger.pricing import PriceTable
 from tagger.sending.gate import SendGate
+from tests.conftest import PROMPTS_DIR, TEST_KEY, TaggerCLI, one_line, seed_texts
 
 
 class RecordingSink:

@@ -14,12 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fakeserver import FakeLLM
-from scalehelpers import assert_rows_match, fake, read_manifest, read_rows, run_args, run_cli
-from scalehelpers import write_inputs as write_abstracts
 
 from tagger.sending.gate import MAX_PAUSE_SECONDS, SendGate
 from tagger.sending.pacing import Pacer
+from tests.fakeserver import FakeLLM
+from tests.scalehelpers import assert_rows_match, fake, read_manifest, read_rows, run_args, run_cli
+from tests.scalehelpers import write_inputs as write_abstracts
 
 PER_MINUTE = 1200  # enforced as 20 in any sliding second: quick, and the same ratios as 600 RPM
 # The runs are short and skip the cache: the headroom leaves ~30 ms a second for jitter, and a

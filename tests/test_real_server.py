@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import PROMPTS_DIR, TaggerCLI, seed_texts, taxonomy_ids
 
 from tagger.config import ClientConfig
 from tagger.sending.models import list_models
+from tests.conftest import PROMPTS_DIR, TaggerCLI, seed_texts, taxonomy_ids
 
 LOCAL_URL = os.environ.get("TAGGER_TEST_LOCAL_URL", "").strip()
 pytestmark = [

@@ -8,7 +8,8 @@ from typing import Any
 
 import openai
 import pytest
-from conftest import (
+
+from tests.conftest import (
     PROMPTS_DIR,
     SEEDS_DIR,
     TaggerCLI,
@@ -16,7 +17,7 @@ from conftest import (
     seed_texts,
     taxonomy_ids,
 )
-from fakeserver import Recorded, first_user_message
+from tests.fakeserver import Recorded, first_user_message
 
 ROW_FIELDS = (
     "id", "source", "index", "venue", "year", "abstract", "summary", "task_area",

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fakeserver import FakeLLM, Recorded
-from scalehelpers import (
+
+from tests.fakeserver import FakeLLM, Recorded
+from tests.scalehelpers import (
     SAFETY_TIMEOUT,
     Inputs,
     assert_rows_match,

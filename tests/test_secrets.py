@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import TEST_KEY, TaggerCLI, one_line, taxonomy_ids
-from fakeserver import FakeLLM
 from typer.testing import Result
+
+from tests.conftest import TEST_KEY, TaggerCLI, one_line, taxonomy_ids
+from tests.fakeserver import FakeLLM
 
 FRAGMENTS = {"key": TEST_KEY, "first 12": TEST_KEY[:12], "last 8": TEST_KEY[-8:]}
 

@@ -10,13 +10,13 @@ from typing import Any
 
 import httpx2
 import pytest
-from conftest import TaggerCLI, one_line, seed_texts, taxonomy_ids
-from fakeserver import FakeLLM
 from pydantic import SecretStr
 
 from tagger.config import ClientConfig, Mode
 from tagger.sending.client import AttemptBudget, LLMClient
 from tagger.sending.gate import SendGate
+from tests.conftest import TaggerCLI, one_line, seed_texts, taxonomy_ids
+from tests.fakeserver import FakeLLM
 
 SERVER_500 = "The server had an error while processing your request. Sorry about that!"
 

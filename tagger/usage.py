@@ -1,0 +1,44 @@
+"""Tokens a request, an item or a run used: one frozen value, added up, priced in one place."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Prompt, completion and cached-input tokens (cached input is part of prompt tokens)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_input_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        """The tokens of both."""
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.cached_input_tokens + other.cached_input_tokens,
+        )
+
+    def as_fields(self) -> dict[str, int]:
+        """The three counts under the names rows, cache entries and manifests use."""
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cached_input_tokens": self.cached_input_tokens,
+        }
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, Any]) -> Usage:
+        """Read the counts back from a row, cache entry or manifest (missing counts are 0)."""
+        return cls(
+            int(fields.get("prompt_tokens") or 0),
+            int(fields.get("completion_tokens") or 0),
+            int(fields.get("cached_input_tokens") or 0),
+        )
+
+
+NO_USAGE = Usage()

@@ -1,0 +1,1 @@
+"""tagger's tests: importable as a package (tests.fakeserver, tests.harness ...)."""
