@@ -12,9 +12,6 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from tagger import defaults
 from tagger.sending.local import default_concurrency, default_timeout
 
-DEFAULT_MODEL = defaults.MODEL
-DEFAULT_BASE_URL = defaults.BASE_URL
-
 
 class Mode(StrEnum):
     """How the answer's structure is requested from the server."""
@@ -44,7 +41,7 @@ class ClientConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    model: str = DEFAULT_MODEL
+    model: str = defaults.MODEL
     base_url: str | None = None
     api_key: SecretStr | None = None
     # None (not given): chosen for the server, see tagger.sending.local.default_timeout.
@@ -53,6 +50,8 @@ class ClientConfig(BaseModel):
     http: HttpBackend = HttpBackend.HTTPX
     rpm: int | None = Field(None, ge=1)
     tpm: int | None = Field(None, ge=1)
+    # Ask for token log-probabilities (the task area's confidence); dropped if the server refuses.
+    logprobs: bool = True
 
     @model_validator(mode="before")
     @classmethod
@@ -71,7 +70,7 @@ class ClientConfig(BaseModel):
     @property
     def effective_base_url(self) -> str:
         """The base URL requests go to, without trailing slash."""
-        return (self.base_url or DEFAULT_BASE_URL).rstrip("/")
+        return (self.base_url or defaults.BASE_URL).rstrip("/")
 
     def api_key_problem(self) -> str | None:
         """What makes the API key unusable before anything is sent, or None."""
@@ -83,9 +82,22 @@ class ClientConfig(BaseModel):
         if not key.isascii() or not key.isprintable() or any(c.isspace() for c in key):
             return "contains spaces or characters an HTTP header cannot carry"
         # Local servers accept any key; the official API's placeholder means .env was not edited.
-        if ("..." in key or "…" in key) and self.effective_base_url == DEFAULT_BASE_URL:
+        if ("..." in key or "…" in key) and self.effective_base_url == defaults.BASE_URL:
             return "is the placeholder from .env.example, not a real key"
         return None
+
+
+class BatchConfig(BaseModel):
+    """How a `tagger run --batch` submits, waits and finishes (the OpenAI Batch API)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    # The API's limits per input file; smaller values split the work into more batches.
+    max_requests_per_file: int = Field(defaults.BATCH_MAX_REQUESTS, ge=1, le=50_000)
+    max_bytes_per_file: int = Field(defaults.BATCH_MAX_BYTES, ge=1024, le=200 * 1024 * 1024)
+    poll_interval: float = Field(defaults.BATCH_POLL_SECONDS, gt=0)
+    detach: bool = False  # submit (or collect what is ready) and return without waiting
+    finish_live: bool = False  # repairs and leftovers are sent live instead of another round
 
 
 class RunConfig(BaseModel):
@@ -99,11 +111,12 @@ class RunConfig(BaseModel):
     mode: Mode | None = None  # None: detect once per run
     concurrency: int = Field(defaults.REMOTE_CONCURRENCY, ge=1, le=1024)
     repair_turns: int = Field(defaults.REPAIR_TURNS, ge=0, le=5)
-    cache_dir: Path = Path("cache")
+    cache_dir: Path = defaults.CACHE_DIR
     use_cache: bool = True
     refresh: bool = False
     max_cost: float | None = Field(None, ge=0)
     max_requests: int | None = Field(None, ge=0)
+    batch: BatchConfig | None = None  # None: a live run
 
     @model_validator(mode="before")
     @classmethod

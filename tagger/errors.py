@@ -6,6 +6,8 @@ TaggerError                 reported to the user as one line; `exit_code` is the
 │   └── ConfigError (2)     missing or invalid configuration
 │       └── CacheError (2)  the cache directory cannot be used
 ├── FatalAPIError (2)       the server refused in a way retrying cannot fix: the run stops
+│   ├── BatchUnsupported (2) the server has no /v1/files or /v1/batches: run live instead
+│   └── BatchAPITrouble (2) the Batch API failed in a way that may pass (5xx, 429, no reply)
 ├── CacheWriteError (1)     an answer could not be committed to the cache: sending stops
 ├── OutputError (1)         the output could not be written
 └── SendingStopped (1)      the run stopped sending (Ctrl-C, a spend limit)
@@ -53,6 +55,14 @@ class FatalAPIError(TaggerError):
     """The server refused in a way retrying cannot fix (bad key, unknown model): stop the run."""
 
     exit_code = 2
+
+
+class BatchUnsupported(FatalAPIError):
+    """The server offers no Batch API (/v1/files, /v1/batches answer 404/405): exit code 2."""
+
+
+class BatchAPITrouble(FatalAPIError):
+    """The Batch API failed in a way that may pass (5xx, 429, no reply): a waiting run polls on."""
 
 
 class CacheError(ConfigError):

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tagger.errors import ConfigError
+from tagger.usage import Usage
 
 # US dollars per million tokens (input, cached input, output): OpenAI's standard-tier list prices
 # as of November 2025; override with --prices. "Cached input" is the provider's discount for a
@@ -48,6 +49,7 @@ DEFAULT_PRICES: dict[str, tuple[float, float | None, float]] = {
 CHARS_PER_TOKEN = 4.0
 MESSAGE_OVERHEAD_TOKENS = 4
 EXPECTED_COMPLETION_TOKENS = 90
+BATCH_DISCOUNT = 0.5  # OpenAI's Batch API price as a share of the live one
 _WIDE_CHARS = re.compile("[\u2e80-\U0010ffff]")
 
 
@@ -59,6 +61,10 @@ class Price(BaseModel):
     input: float = Field(ge=0)
     output: float = Field(ge=0)
     cached_input: float | None = Field(None, ge=0)  # None: no discount, priced as input
+    # Batch API prices; None: derived from the live ones (see PriceTable.batch_price).
+    batch_input: float | None = Field(default=None, ge=0)
+    batch_cached_input: float | None = Field(default=None, ge=0)
+    batch_output: float | None = Field(default=None, ge=0)
 
 
 def count_text_tokens(text: str) -> int:
@@ -103,23 +109,42 @@ class PriceTable:
             ) from exc
         return cls(overrides)
 
-    def price(self, model: str) -> Price | None:
-        """The price of a model, matching dated snapshots ("gpt-4o-2024-08-06") to their family."""
+    def _entry(self, model: str) -> str | None:
+        """The priced name a model goes by: itself, or the family of a dated snapshot."""
         if model in self._prices:
-            return self._prices[model]
-        family = max(
+            return model
+        return max(
             (name for name in self._prices if model.startswith(name + "-")), key=len, default=None
         )
-        return self._prices[family] if family else None
 
-    def cost(
-        self, model: str, prompt_tokens: int, completion_tokens: int, cached_input_tokens: int = 0
-    ) -> float | None:
-        """Dollars for the tokens (cached input is part of prompt_tokens); None if unknown."""
-        price = self.price(model)
+    def price(self, model: str) -> Price | None:
+        """The price of a model, matching dated snapshots ("gpt-4o-2024-08-06") to their family."""
+        entry = self._entry(model)
+        return self._prices[entry] if entry else None
+
+    def batch_price(self, model: str) -> Price | None:
+        """Batch API price: the batch_* prices given, else half the live one for OpenAI models."""
+        entry = self._entry(model)
+        if entry is None:
+            return None
+        live = self._prices[entry]
+        # OpenAI bills its Batch API at half its live prices; another server's batch discount
+        # is unknown, so its models keep their live price unless the prices file says more.
+        rate = BATCH_DISCOUNT if entry in DEFAULT_PRICES else 1.0
+        cached = None if live.cached_input is None else live.cached_input * rate
+        return Price(
+            input=live.input * rate if live.batch_input is None else live.batch_input,
+            cached_input=cached if live.batch_cached_input is None else live.batch_cached_input,
+            output=live.output * rate if live.batch_output is None else live.batch_output,
+        )
+
+    def cost(self, model: str, usage: Usage, *, batch: bool = False) -> float | None:
+        """Dollars for the tokens (cached input is part of prompt tokens); None if unknown."""
+        price = self.batch_price(model) if batch else self.price(model)
         if price is None:
             return None
-        cached = min(cached_input_tokens, prompt_tokens)
+        prompt = usage.prompt_tokens
+        cached = min(usage.cached_input_tokens, prompt)
         cached_price = price.input if price.cached_input is None else price.cached_input
-        dollars = (prompt_tokens - cached) * price.input + cached * cached_price
-        return (dollars + completion_tokens * price.output) / 1_000_000
+        dollars = (prompt - cached) * price.input + cached * cached_price
+        return (dollars + usage.completion_tokens * price.output) / 1_000_000

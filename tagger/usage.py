@@ -35,10 +35,15 @@ class Usage:
     def from_fields(cls, fields: Mapping[str, Any]) -> Usage:
         """Read the counts back from a row, cache entry or manifest (missing counts are 0)."""
         return cls(
-            int(fields.get("prompt_tokens") or 0),
-            int(fields.get("completion_tokens") or 0),
-            int(fields.get("cached_input_tokens") or 0),
+            _count(fields.get("prompt_tokens")),
+            _count(fields.get("completion_tokens")),
+            _count(fields.get("cached_input_tokens")),
         )
+
+
+def _count(value: Any) -> int:
+    # Read from files others can write (a cache entry, a row): anything but a count is 0.
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 NO_USAGE = Usage()

@@ -1,38 +1,31 @@
-"""Shared pytest fixtures."""
+"""Shared pytest fixtures: fake servers, the isolated CLI, read-only paths.
+
+Plain helpers (paths, seed data, the CLI harness) live in tests/harness.py: import them there.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.fakeserver import FakeLLM
 
+# Names new test files imported from here before tests/harness.py existed; kept until they
+# import them from tests.harness (or tests.fakeserver) instead.
+from tests.fakeserver import Recorded as Recorded
+from tests.fakeserver import first_user_message as first_user_message
+from tests.harness import PROMPTS_DIR as PROMPTS_DIR
+from tests.harness import SEEDS_DIR as SEEDS_DIR
+from tests.harness import TEST_KEY as TEST_KEY
+from tests.harness import StartFake, StartTagger, TaggerCLI, popen, taxonomy_ids
+from tests.harness import one_line as one_line
+from tests.harness import seed_texts as seed_texts
 
-@pytest.fixture
-def fake_llm() -> Iterator[FakeLLM]:
-    """A started fake OpenAI-compatible server, stopped after the test."""
-    with FakeLLM() as server:
-        yield server
-
-
-# --- End-to-end CLI harness (test_run, test_llm_faults, test_cache_cli, test_secrets,
-# --- test_bad_inputs): the real `tagger` CLI through typer's CliRunner against FakeLLM.
-import json  # noqa: E402
-import os  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
-from typing import Any  # noqa: E402
-
-from typer.testing import CliRunner, Result  # noqa: E402
-
-from tests.fakeserver import Recorded, first_user_message  # noqa: E402
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-PROMPTS_DIR = REPO_ROOT / "prompts"
-SEEDS_DIR = REPO_ROOT / "seeds"
-TEST_KEY = "sk-test-SECRET-9f8e7d6c5b4a"
-FAKE_URL = "<fake>"  # TaggerCLI.run(base_url=...) default: the fake server's URL
 _ENV_NAMES = (
     "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID",
     "TAGGER_PROMPTS_DIR", "TAGGER_CACHE_DIR", "TAGGER_MODEL", "TAGGER_PROMPT", "TAGGER_MODE",
@@ -42,109 +35,46 @@ _ENV_NAMES = (
 )  # fmt: skip
 
 
-def seed_texts() -> list[str]:
-    """The seed abstracts in run order, read independently of tagger.inputs."""
-    texts: list[str] = []
-    for path in sorted(SEEDS_DIR.glob("*.txt"), key=lambda p: p.name):
-        blocks = path.read_text(encoding="utf-8").split("\n\n")
-        paragraphs = [
-            " ".join(line.strip() for line in b.splitlines() if line.strip()) for b in blocks
-        ]
-        texts.extend(p for p in paragraphs[1:] if p)  # the first paragraph is the header line
-    return texts
+# --- fake servers: one factory, and the usual servers built with it --------------------------
 
 
-def taxonomy_ids() -> tuple[str, ...]:
-    """The task-area ids of the shipped taxonomy."""
-    from tagger.prompting.taxonomy import load_taxonomy
+@pytest.fixture
+def fake_server() -> Iterator[StartFake]:
+    """Start fake servers: fake_server(**FakeLLM options) -> a started FakeLLM.
 
-    return load_taxonomy(PROMPTS_DIR).ids
+    Every server it started is stopped after the test, whatever the test did with it.
+    """
+    started: list[FakeLLM] = []
+
+    def start(**options: Any) -> FakeLLM:
+        server = FakeLLM(**options).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in reversed(started):
+        server.stop()
 
 
-def one_line(text: str) -> str:
-    """Collapse all whitespace (rich wraps long lines) for substring checks."""
-    return " ".join(text.split())
+@pytest.fixture
+def fake_llm(fake_server: StartFake) -> FakeLLM:
+    """A fake server with FakeLLM's defaults (every task area is "other")."""
+    return fake_server()
 
 
-class TaggerCLI:
-    """Runs `tagger ...` in-process and reads back what it wrote and what the fake received."""
+@pytest.fixture
+def llm(fake_server: StartFake) -> FakeLLM:
+    """A fake server answering with the shipped taxonomy's task areas."""
+    return fake_server(areas=taxonomy_ids())
 
-    def __init__(self, fake: FakeLLM, tmp_path: Path) -> None:
-        self.fake = fake
-        self.tmp = tmp_path
-        self.out = tmp_path / "out" / "tagged.jsonl"
-        self.cache_dir = tmp_path / "cache"
-        self.runner = CliRunner()
 
-    def invoke(self, args: Sequence[object], input: str | None = None) -> Result:
-        """Invoke the CLI with args (stringified)."""
-        from tagger.cli.app import app
+@pytest.fixture
+def tagger_fake(llm: FakeLLM) -> FakeLLM:
+    """The fake `tagger_cli` talks to: `llm`, unless a test module overrides this fixture."""
+    return llm
 
-        return self.runner.invoke(app, [str(a) for a in args], input=input)
 
-    def run(
-        self,
-        *extra: object,
-        inputs: Sequence[Path | str] = (SEEDS_DIR,),
-        out: Path | None = None,
-        key: str | None = TEST_KEY,
-        base_url: str | None = FAKE_URL,
-        cache_dir: Path | None = None,
-        prompts_dir: Path = PROMPTS_DIR,
-        timeout: float = 10.0,
-    ) -> Result:
-        """`tagger run` against the fake with an isolated output and cache."""
-        args: list[object] = ["run", *inputs, "-o", out or self.out]
-        if base_url is not None:
-            args += ["--base-url", self.fake.base_url if base_url == FAKE_URL else base_url]
-        if key is not None:
-            args += ["--api-key", key]
-        args += ["--cache-dir", cache_dir or self.cache_dir, "--prompts-dir", prompts_dir]
-        args += ["--timeout", timeout, *extra]
-        return self.invoke(args)
-
-    def rows(self, out: Path | None = None) -> list[dict[str, Any]]:
-        """The JSONL rows of an output file."""
-        text = (out or self.out).read_text(encoding="utf-8")
-        return [json.loads(line) for line in text.splitlines()]
-
-    def manifest(self, out: Path | None = None) -> dict[str, Any]:
-        """The manifest written beside an output file."""
-        path = out or self.out
-        stem = path.name.removesuffix(".jsonl")
-        data: dict[str, Any] = json.loads(path.with_name(stem + ".manifest.json").read_text())
-        return data
-
-    def chats(self) -> list[Recorded]:
-        """Chat-completion requests the fake received, in arrival order."""
-        return [r for r in list(self.fake.history) if r.path.endswith("/chat/completions")]
-
-    def chats_for(self, snippet: str) -> list[Recorded]:
-        """Chat requests whose first user message contains snippet (one abstract's requests)."""
-        return [r for r in self.chats() if snippet in first_user_message(r.body or {})]
-
-    def write_jsonl(self, name: str, records: Sequence[dict[str, Any]]) -> Path:
-        """Write records as a JSONL input file under tmp/inputs/."""
-        path = self.tmp / "inputs" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-        return path
-
-    def small_input(self, count: int = 3) -> Path:
-        """A JSONL input with the first `count` seed abstracts."""
-        return self.write_jsonl("small.jsonl", [{"abstract": t} for t in seed_texts()[:count]])
-
-    def expected_answer(
-        self, request: Recorded, enum: Sequence[str] | None = None
-    ) -> dict[str, Any]:
-        """The fake's deterministic answer to a request, validated as tagger validates it."""
-        from tagger.prompting.schema import build_answer_model
-        from tagger.prompting.taxonomy import load_synonyms, load_taxonomy
-
-        model = build_answer_model(load_taxonomy(PROMPTS_DIR), load_synonyms(PROMPTS_DIR))
-        raw = self.fake.answer_for(first_user_message(request.body or {}), enum)
-        answer: dict[str, Any] = model.model_validate(raw).model_dump(mode="json")
-        return answer
+# --- the CLI in-process, isolated from the environment ---------------------------------------
 
 
 @pytest.fixture
@@ -165,22 +95,37 @@ def cli_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def tagger_fake() -> Iterator[FakeLLM]:
-    """A fake server answering with the shipped taxonomy's task areas."""
-    with FakeLLM(areas=taxonomy_ids()) as server:
-        yield server
-
-
-@pytest.fixture
 def tagger_cli(cli_env: Path, tagger_fake: FakeLLM, tmp_path: Path) -> TaggerCLI:
     """The CLI harness in an isolated environment, pointed at tagger_fake."""
     return TaggerCLI(tagger_fake, tmp_path)
 
 
+# --- the CLI as a process ------------------------------------------------------------------
+
+
+@pytest.fixture
+def tagger_process() -> Iterator[StartTagger]:
+    """Start `tagger` processes (harness.popen's arguments); any still running after the test is
+    killed, so a failed test leaves no run behind."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(*args: Any, **options: Any) -> subprocess.Popen[bytes]:
+        proc = popen(*args, **options)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
 # --- Read-only files and directories, also when the tests run as root (chmod does not bind
 # --- root: then `chattr +i`), undone at teardown so tmp_path can be removed.
-import subprocess  # noqa: E402
-from collections.abc import Callable  # noqa: E402
 
 
 def _writable(path: Path) -> bool:

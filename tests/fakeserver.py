@@ -23,6 +23,13 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
+try:
+    from tests.fakebatch import FakeBatches
+except ModuleNotFoundError:  # run as a script (FakeLLM.spawn): make `tests` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.fakebatch import FakeBatches
+from tests.fakelogprobs import AreaOdds, default_odds, token_logprobs
+
 _STATUS_FAULTS = ("429", "500", "502", "503", "408", "400", "401", "403", "404", "422")
 FAULTS = frozenset(
     ("ok", "drop", "hang", "invalid_json", "schema_invalid", "truncated", *_STATUS_FAULTS)
@@ -65,6 +72,8 @@ class Recorded:
     status: int = 0
     started: float = field(default_factory=time.monotonic)
     fault: str | None = None
+    query: str = ""  # the URL's query string (after "?")
+    raw: bytes = field(default=b"", repr=False)  # a body that is not JSON (a multipart upload)
 
 
 def _text(content: Any) -> str:
@@ -82,6 +91,12 @@ def first_user_message(body: dict[str, Any]) -> str:
         if isinstance(m, dict) and m.get("role") == "user":
             return _text(m.get("content"))
     return ""
+
+
+def count_prompt_tokens(body: dict[str, Any]) -> int:
+    """The prompt tokens the fake reports for a chat body (about 4 characters per token)."""
+    messages = body.get("messages") or []
+    return sum(len(_text(m.get("content"))) for m in messages if isinstance(m, dict)) // 4 + 1
 
 
 def fake_answer(text: str, areas: Sequence[str]) -> dict[str, Any]:
@@ -153,6 +168,7 @@ class FakeLLM:
         api_key: str | None = None,
         models: Sequence[str] | None = None,
         seed: int = 0,
+        batches: bool = True,
     ) -> None:
         self.areas = list(areas)
         self.latency = latency
@@ -176,6 +192,10 @@ class FakeLLM:
         self.trickle_interval = 0.2  # "trickle": seconds between the bytes of the answer body
         self.keep_bodies = True  # False: record requests without their JSON bodies
         self.cached_prefix_tokens = 0  # reported as usage.prompt_tokens_details.cached_tokens
+        # Asked for logprobs: "ok" answers with tokens (tests/fakelogprobs.py), "ignore" sends
+        # none (logprobs: null), "reject_400" refuses the request like a server without them.
+        self.logprobs_support = "ok"
+        self.area_odds: dict[str, AreaOdds] = {}  # by a substring of the first user message
         self.max_in_flight = 0
         # llama.cpp behaviours (see llama_cpp()): "honour" the schema inside a json_object
         # response_format, "ignore" or "reject_400" it; "ramble": json_object without one
@@ -197,6 +217,8 @@ class FakeLLM:
         self._failure: BaseException | None = None
         self._holding = False  # hold(): chat requests wait unanswered until released
         self._held: list[tuple[Recorded, asyncio.Event]] = []
+        # /v1/files and /v1/batches (tests/fakebatch.py); None: 404 like a llama.cpp server
+        self.batches: FakeBatches | None = FakeBatches(self) if batches else None
 
     def answer_for(
         self, first_user_message: str, enum: Sequence[str] | None = None
@@ -210,6 +232,7 @@ class FakeLLM:
         self.json_object_schema_support = "honour"
         self.unconstrained_json = "ramble"
         self.serial, self.latency = True, latency
+        self.batches = None  # llama.cpp serves no /v1/files nor /v1/batches
         return self
 
     def script(self, faults: Sequence[str], match: str | None = None) -> None:
@@ -362,9 +385,9 @@ class FakeLLM:
                     body = json.loads(raw) if raw else None
                 except ValueError:
                     body = None
-                rec = Recorded(
-                    method, target.split("?")[0], headers, body if isinstance(body, dict) else None
-                )
+                path, _, query = target.partition("?")
+                rec = Recorded(method, path, headers, body if isinstance(body, dict) else None)
+                rec.query, rec.raw = query, b"" if rec.body is not None else raw
                 with self._lock:
                     self.history.append(rec)
                 self._in_flight += 1
@@ -374,7 +397,7 @@ class FakeLLM:
                 finally:
                     self._in_flight -= 1
                 if not self.keep_bodies:  # long benchmark runs would hold every prompt
-                    rec.body = None
+                    rec.body, rec.raw = None, b""
                 if status == 0:
                     writer.transport.abort()
                     return
@@ -428,6 +451,8 @@ class FakeLLM:
             return await self._chat(rec, reader)
         if rec.method == "GET" and rec.path.rstrip("/") == "/v1/stats":  # for benchmarks
             return 200, self.stats(), {}
+        if self.batches is not None and (reply := self.batches.dispatch(rec)) is not None:
+            return reply
         return _error(404, f"Unknown request URL: {rec.method} {rec.path}.", code="unknown_url")
 
     def _next_fault(self, user: str) -> str:
@@ -532,9 +557,7 @@ class FakeLLM:
         if not isinstance(messages, list) or not messages:
             return _error(400, "'messages' is a required property", param="messages")
         user = first_user_message(body)
-        prompt_tokens = (
-            sum(len(_text(m.get("content"))) for m in messages if isinstance(m, dict)) // 4 + 1
-        )
+        prompt_tokens = count_prompt_tokens(body)
         now = self.clock()
         rl_headers, wait, kind = self._rate_limit(now, prompt_tokens)
         rl_headers |= self.reply_headers
@@ -554,6 +577,15 @@ class FakeLLM:
                 await asyncio.sleep(self.latency)
         if fault == "drop" or (fault == "hang" and not await self._hang(reader)):
             return 0, None, {}
+        status, payload, headers = self.chat_reply(body, fault)
+        return status, payload, rl_headers | headers
+
+    def chat_reply(self, body: dict[str, Any], fault: str | None = None) -> Reply:
+        """A chat body's live reply (fault None: draw the next), without limits or waits."""
+        model, user = str(body.get("model", "fake-model")), first_user_message(body)
+        fault = self._next_fault(user) if fault is None else fault
+        prompt_tokens = count_prompt_tokens(body)
+        rl_headers: dict[str, str] = {}
         if fault.isdigit():
             status, payload, _ = _error(int(fault), model=model)
             retry = _retry_headers(self.retry_after) if status == 429 else {}
@@ -561,6 +593,9 @@ class FakeLLM:
         if fault in _RAW_BODIES:
             ctype, raw_body = _RAW_BODIES[fault]
             return 200, raw_body, rl_headers | {"content-type": ctype}
+        if body.get("logprobs") and self.logprobs_support == "reject_400":
+            msg = "This model does not support the 'logprobs' parameter."
+            return _error(400, msg, param="logprobs", code="unsupported_parameter")
         rf = body.get("response_format")
         rtype = rf.get("type") if isinstance(rf, dict) else None
         style, enum = self.reply_style, None
@@ -607,12 +642,30 @@ class FakeLLM:
             "created": int(time.time()),
             "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                         "finish_reason": finish, "logprobs": None}],
+                         "finish_reason": finish,
+                         "logprobs": self._logprobs(body, user, answer, content, enum)}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens,
                       "prompt_tokens_details": {
                           "cached_tokens": min(prompt_tokens, self.cached_prefix_tokens)}},
         }, rl_headers  # fmt: skip
+
+    def _logprobs(
+        self,
+        body: dict[str, Any],
+        user: str,
+        answer: dict[str, Any],
+        content: str,
+        enum: Sequence[str] | None,
+    ) -> dict[str, Any] | None:
+        """choices[0].logprobs when asked for and supported: area_odds, else default odds."""
+        if not body.get("logprobs") or self.logprobs_support != "ok":
+            return None
+        area = str(answer.get("task_area"))
+        odds = next((o for match, o in self.area_odds.items() if match in user), None)
+        odds = odds or default_odds(user, area, list(enum) if enum else self.areas)
+        top = body.get("top_logprobs")
+        return {"content": token_logprobs(content, odds, top if isinstance(top, int) else 0)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -633,6 +686,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     schema_modes = ["ok", "reject_500", "reject_400", "ignore"]
     p.add_argument("--json-schema-support", default="ok", choices=schema_modes)
     p.add_argument("--retry-after", type=float, default=1.0)
+    p.add_argument("--no-batches", action="store_true", help="no /v1/files nor /v1/batches")
+    p.add_argument("--batch-auto-after", type=int, default=1, help="retrieves to finish a batch")
     p.add_argument(
         "--llama-cpp",
         action="store_true",
@@ -646,6 +701,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     llm.per_second = a.per_second
     llm.reply_style, llm.json_schema_support = a.reply_style, a.json_schema_support
     llm.retry_after, llm.keep_bodies = a.retry_after, False
+    if llm.batches is not None:
+        llm.batches.auto_after = a.batch_auto_after
+    if a.no_batches:
+        llm.batches = None
     if a.llama_cpp:
         llm.llama_cpp(latency=a.latency)
     for item in filter(None, a.fault_rates.split(",")):

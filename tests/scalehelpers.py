@@ -1,30 +1,30 @@
-"""Helpers shared by test_scale.py and test_interrupts.py: inputs, commands, output checks."""
+"""Runs at scale as processes: generated inputs, requests per abstract, output and cache checks."""
 
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import sqlite3
-import subprocess
-import sys
-import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tests.fakeserver import FakeLLM, Recorded, first_user_message
+from tests.harness import PROMPTS_DIR, SAFETY_TIMEOUT, taxonomy_ids, wait_until
 
-REPO = Path(__file__).resolve().parent.parent
-PROMPTS = REPO / "prompts"
+# Names new test files imported from here before tests/harness.py existed; kept until they
+# import them from tests.harness instead.
+from tests.harness import clean_env as clean_env
+from tests.harness import popen as popen
+from tests.harness import run_args as run_args
+from tests.harness import run_cli as run_cli
+from tests.harness import subprocess_cmd as subprocess_cmd
+
 MODEL = "gpt-4o-mini"
-# Tests wait on what they can observe (requests the fake saw, answers in the cache), never on
-# the clock; this timeout only turns a hang into a failure, so it allows for a crawling machine.
-SAFETY_TIMEOUT = 300.0
 _WS = re.compile(r"\s+")
 
 _OPENINGS = (
@@ -147,70 +147,12 @@ def requests_by_id(history: Sequence[Recorded], inputs: Inputs) -> dict[str, lis
     return dict(grouped)
 
 
-def taxonomy_areas() -> list[str]:
-    from tagger.prompting.taxonomy import load_taxonomy
-
-    return list(load_taxonomy(PROMPTS).ids)
-
-
 def fake(latency: float = 0.0, seed: int = 0) -> FakeLLM:
-    """A started fake server answering with the real taxonomy's areas."""
-    return FakeLLM(areas=taxonomy_areas(), latency=latency, seed=seed).start()
+    """A started fake server answering with the real taxonomy's areas (the caller stops it).
 
-
-def run_args(
-    inputs: Path, out: Path, url: str, cache: Path, *extra: str | int | float
-) -> list[str]:
-    """Arguments of `tagger run` against the fake server."""
-    return [
-        "run",
-        str(inputs),
-        "-o",
-        str(out),
-        "--base-url",
-        url,
-        "--api-key",
-        "sk-test",
-        "--cache-dir",
-        str(cache),
-        "--prompts-dir",
-        str(PROMPTS),
-        *(str(e) for e in extra),
-    ]
-
-
-def subprocess_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "tagger.cli.app", *args]
-
-
-def clean_env() -> dict[str, str]:
-    """The environment without OPENAI_*/TAGGER_* settings that could change a run."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "TAGGER_"))}
-    env["PYTHONUNBUFFERED"] = "1"
-    env["COLUMNS"] = "200"
-    return env
-
-
-def popen(args: Sequence[str], cwd: Path, log: Path) -> subprocess.Popen[bytes]:
-    """Start `tagger` in a subprocess; stdout and stderr go to `log` (a pipe could fill up)."""
-    with log.open("ab") as fh:
-        return subprocess.Popen(
-            subprocess_cmd(*args), cwd=cwd, env=clean_env(), stdout=fh, stderr=subprocess.STDOUT
-        )
-
-
-def run_cli(
-    args: Sequence[str], cwd: Path, timeout: float | None = None
-) -> subprocess.CompletedProcess:
-    """Run `tagger` to completion; stderr is merged into stdout."""
-    return subprocess.run(
-        subprocess_cmd(*args),
-        cwd=cwd,
-        env=clean_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        timeout=timeout or SAFETY_TIMEOUT,
-    )
+    Kept for new test files written before the `fake_server` fixture; tests use the fixture.
+    """
+    return FakeLLM(areas=taxonomy_ids(), latency=latency, seed=seed).start()
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
@@ -254,7 +196,7 @@ def cached_ids(cache_dir: Path, url: str, inputs: Inputs) -> set[str]:
     from tagger.prompting.plan import RunPlan
 
     plan = RunPlan.load(
-        RunConfig(client=ClientConfig(model=MODEL, base_url=url), prompts_dir=PROMPTS)
+        RunConfig(client=ClientConfig(model=MODEL, base_url=url), prompts_dir=PROMPTS_DIR)
     )
     cache = AnswerCache(cache_dir)
     try:
@@ -263,24 +205,6 @@ def cached_ids(cache_dir: Path, url: str, inputs: Inputs) -> set[str]:
         }
     finally:
         cache.close()
-
-
-def wait_until(
-    condition: Callable[[], bool],
-    what: str,
-    proc: subprocess.Popen[bytes] | None = None,
-    log: Path | None = None,
-    timeout: float = SAFETY_TIMEOUT,
-) -> None:
-    """Poll until condition() holds; fail if proc exits first, or after `timeout` (a hang)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if proc is not None and proc.poll() is not None:
-            tail = log.read_text(errors="replace")[-3000:] if log is not None else ""
-            raise AssertionError(f"tagger exited ({proc.returncode}) before {what}\n{tail}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"still waiting for {what} after {timeout:.0f} s")
-        time.sleep(0.01)
 
 
 def landed(llm: FakeLLM) -> int:

@@ -3,80 +3,36 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from typer.testing import Result
 
-from tests.conftest import SEEDS_DIR, TaggerCLI, one_line
+from tests.harness import SEEDS_DIR, TaggerCLI, one_line
 
 GOOD = json.dumps({"abstract": "We study sparse attention for graph transformers."})
 
 
-def _missing(d: Path) -> tuple[Path, int | None, str]:
-    return d / "nope.txt", None, "no such file"
-
-
-def _not_utf8(d: Path) -> tuple[Path, int | None, str]:
-    path = d / "latin1.txt"
-    path.write_bytes(b"NeurIPS 2024\n\nA first abstract.\n\nCaf\xe9 au lait abstract.\n")
-    return path, 5, "UTF-8"
-
-
-def _binary(d: Path) -> tuple[Path, int | None, str]:
-    path = d / "image.txt"
-    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00")
-    return path, 3, "binary"
-
-
-def _malformed_jsonl(d: Path) -> tuple[Path, int | None, str]:
-    path = d / "broken.jsonl"
-    path.write_text(f'{GOOD}\n{{"abstract": "unclosed\n{GOOD}\n', encoding="utf-8")
-    return path, 2, "invalid JSON"
-
-
-def _csv_without_abstract(d: Path) -> tuple[Path, int | None, str]:
-    path = d / "papers.csv"
-    path.write_text("title,year\nSparse attention,2024\n", encoding="utf-8")
-    return path, 1, "no 'abstract' column"
-
-
-def _no_abstracts(d: Path) -> tuple[Path, int | None, str]:
-    path = d / "empty.jsonl"
-    path.write_text("\n\n", encoding="utf-8")
-    return path, None, "no abstracts"
-
-
-def _header_only(d: Path) -> tuple[Path, int | None, str]:
-    path = d / "header.txt"
-    path.write_text("ICML 2024\n", encoding="utf-8")
-    return path, 1, "no abstracts"
-
-
-def _empty_abstract(d: Path) -> tuple[Path, int | None, str]:
-    path = d / "blank.jsonl"
-    path.write_text(f'{GOOD}\n{GOOD}\n{{"abstract": "   "}}\n', encoding="utf-8")
-    return path, 3, "empty abstract"
-
-
-def _unsupported_type(d: Path) -> tuple[Path, int | None, str]:
-    path = d / "paper.pdf"
-    path.write_bytes(b"%PDF-1.7\n")
-    return path, None, "unsupported file type"
-
-
-CASES: dict[str, Callable[[Path], tuple[Path, int | None, str]]] = {
-    "missing file": _missing,
-    "non-UTF-8 file": _not_utf8,
-    "binary file": _binary,
-    "malformed JSONL line": _malformed_jsonl,
-    "CSV without abstract column": _csv_without_abstract,
-    "file with no abstracts": _no_abstracts,
-    "header without abstracts": _header_only,
-    "empty abstract": _empty_abstract,
-    "unsupported file type": _unsupported_type,
-}
+# case -> (file name, its bytes (None: no such file), the line the error names, the reason)
+CASES: dict[str, tuple[str, bytes | None, int | None, str]] = {
+    "missing file": ("nope.txt", None, None, "no such file"),
+    "non-UTF-8 file": (
+        "latin1.txt", b"NeurIPS 2024\n\nA first abstract.\n\n" b"Caf\xe9 au lait abstract.\n",
+        5, "UTF-8"
+    ),
+    "binary file": ("image.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00", 3, "binary"),
+    "malformed JSONL line": (
+        "broken.jsonl", f'{GOOD}\n{{"abstract": "unclosed\n{GOOD}\n'.encode(), 2, "invalid JSON"
+    ),
+    "CSV without abstract column": (
+        "papers.csv", b"title,year\nSparse attention,2024\n", 1, "no 'abstract' column"
+    ),
+    "file with no abstracts": ("empty.jsonl", b"\n\n", None, "no abstracts"),
+    "header without abstracts": ("header.txt", b"ICML 2024\n", 1, "no abstracts"),
+    "empty abstract": (
+        "blank.jsonl", f'{GOOD}\n{GOOD}\n{{"abstract": "   "}}\n'.encode(), 3, "empty abstract"
+    ),
+    "unsupported file type": ("paper.pdf", b"%PDF-1.7\n", None, "unsupported file type"),
+}  # fmt: skip
 
 
 def _error_line(result: Result) -> str:
@@ -89,7 +45,10 @@ def _error_line(result: Result) -> str:
 def test_bad_input_fails_before_sending(tagger_cli: TaggerCLI, case: str) -> None:
     folder = tagger_cli.tmp / "inputs"
     folder.mkdir(parents=True, exist_ok=True)
-    path, line, reason = CASES[case](folder)
+    name, content, line, reason = CASES[case]
+    path = folder / name
+    if content is not None:
+        path.write_bytes(content)
     # A good seed directory first: the run must not start sending before checking everything.
     result = tagger_cli.run(inputs=[SEEDS_DIR, path])
     assert result.exit_code == 2, result.output

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROMPTS_DIR, TaggerCLI, seed_texts
+from tests.harness import PROMPTS_DIR, TaggerCLI, seed_texts
 
 
 def _without_cached(rows: list[dict[str, object]]) -> list[dict[str, object]]:

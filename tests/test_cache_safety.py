@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SEEDS_DIR, TaggerCLI, one_line
+from tests.harness import SEEDS_DIR, TaggerCLI, one_line
 
 
 def _plant(cache_dir: Path, sql: str, *params: Any) -> None:

@@ -14,12 +14,21 @@ from typing import Any, get_args
 import pytest
 import typer
 
-from tagger.cli import options as cli_options
+from tagger import defaults
+from tagger.cli import common as cli_common
 from tagger.cli.app import app
-from tagger.config import DEFAULT_BASE_URL, DEFAULT_MODEL, HttpBackend, Mode
-from tests.conftest import PROMPTS_DIR, TaggerCLI, one_line
-from tests.fakeserver import FakeLLM
-from tests.scalehelpers import clean_env, subprocess_cmd, write_inputs
+from tagger.config import ClientConfig, HttpBackend, Mode, RunConfig
+from tests.harness import (
+    PROMPTS_DIR,
+    StartFake,
+    StartTagger,
+    TaggerCLI,
+    clean_env,
+    one_line,
+    run_args,
+    subprocess_cmd,
+)
+from tests.scalehelpers import write_inputs
 
 ESC = "\x1b"
 
@@ -40,7 +49,7 @@ def test_run_help_shows_flags_as_flags_and_defaults(tagger_cli: TaggerCLI) -> No
     assert "<bool>" not in text
     for flag in ("--no-cache", "--refresh", "--dry-run", "--verbose", "--quiet"):
         assert f"{flag} " in text and f"{flag} / --no-" not in text, flag
-    assert f"default: ({DEFAULT_BASE_URL})" in text
+    assert f"default: ({defaults.BASE_URL})" in text
     assert text.count("learned from headers") == 2  # --rpm and --tpm
 
 
@@ -63,10 +72,17 @@ def test_every_option_of_every_command_is_described() -> None:
 
 
 def test_help_defaults_match_the_config() -> None:
-    assert cli_options.DEFAULT_MODEL == DEFAULT_MODEL
-    assert cli_options.DEFAULT_BASE_URL == DEFAULT_BASE_URL
-    assert set(get_args(cli_options.ModeName)) == {m.value for m in Mode}
-    assert set(get_args(cli_options.HttpName)) == {h.value for h in HttpBackend}
+    commands = dict(_commands(typer.main.get_command(app)))
+    run = {param.name: param.default for param in commands["run"].params}
+    assert run["model"] == ClientConfig.model_fields["model"].default
+    assert run["max_attempts"] == ClientConfig.model_fields["max_attempts"].default
+    assert run["repair_turns"] == RunConfig.model_fields["repair_turns"].default
+    assert run["http"] == ClientConfig.model_fields["http"].default
+    for name in ("run", "cache stats", "cache clear"):
+        cache_dir = next(p.default for p in commands[name].params if p.name == "cache_dir")
+        assert cache_dir == RunConfig.model_fields["cache_dir"].default, name
+    assert set(get_args(cli_common.ModeName)) == {m.value for m in Mode}
+    assert set(get_args(cli_common.HttpName)) == {h.value for h in HttpBackend}
 
 
 def test_prompts_lists_taxonomy_and_synonyms_with_defaults(tagger_cli: TaggerCLI) -> None:
@@ -143,8 +159,10 @@ def test_no_cache_stop_says_nothing_was_cached(tagger_cli: TaggerCLI) -> None:
     assert "nothing was cached" in one_line(result.stderr)
 
 
-def test_unreachable_server_says_fix_the_url_not_rerun(tagger_cli: TaggerCLI) -> None:
-    closed = FakeLLM().start()
+def test_unreachable_server_says_fix_the_url_not_rerun(
+    tagger_cli: TaggerCLI, fake_server: StartFake
+) -> None:
+    closed = fake_server()
     url = closed.base_url
     closed.stop()
     result = tagger_cli.run(
@@ -244,10 +262,10 @@ def test_eval_with_a_sheet_as_gold_says_make_it_with_gold_import(tagger_cli: Tag
 def test_unexpected_failure_is_one_line_without_traceback(
     tagger_cli: TaggerCLI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(prompts_dir: Path) -> None:
+    def broken(*args: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("tagger.cli.prompts.print_prompts", broken)
+    monkeypatch.setattr("tagger.cli.tables.print_prompts", broken)
     result = tagger_cli.invoke(["prompts"])
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
@@ -275,53 +293,36 @@ def test_cache_clear_without_a_terminal_says_pass_yes(tagger_cli: TaggerCLI) -> 
     assert "--yes" in result.stderr and "Aborted" not in result.output
 
 
-def test_cache_clear_ctrl_c_at_the_question(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        subprocess_cmd("cache", "clear", "--cache-dir", str(tmp_path / "cache")),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=clean_env(),
-        cwd=tmp_path,
-    )
-    try:
-        assert proc.stdout is not None
-        asked = b""
-        while b"[y/N]" not in asked:  # wait until the question is on screen
-            chunk = proc.stdout.read1(100)
-            assert chunk, "tagger exited before asking"
-            asked += chunk
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+def test_cache_clear_ctrl_c_at_the_question(tmp_path: Path, tagger_process: StartTagger) -> None:
+    args = ["cache", "clear", "--cache-dir", str(tmp_path / "cache")]
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    proc = tagger_process(args, tmp_path, **pipes)
+    assert proc.stdout is not None
+    asked = b""
+    while b"[y/N]" not in asked:  # wait until the question is on screen
+        chunk = proc.stdout.read1(100)
+        assert chunk, "tagger exited before asking"
+        asked += chunk
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
     assert err.decode().strip().splitlines() == ["Interrupted: nothing cleared"]
 
 
-def test_closed_output_pipe_is_one_line(tmp_path: Path) -> None:
+def test_closed_output_pipe_is_one_line(
+    tmp_path: Path, fake_server: StartFake, tagger_process: StartTagger
+) -> None:
     inputs = write_inputs(tmp_path / "in.jsonl", 100)
-    with FakeLLM(latency=0.005) as llm:
-        args = ["run", str(inputs.path), "-o", "-", "--base-url", llm.base_url]
-        args += ["--api-key", "sk-test", "--cache-dir", str(tmp_path / "cache")]
-        args += ["--prompts-dir", str(PROMPTS_DIR), "--quiet", "--concurrency", "8"]
-        proc = subprocess.Popen(
-            subprocess_cmd(*args),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=clean_env(),
-            cwd=tmp_path,
-        )
-        try:
-            assert proc.stdout is not None and proc.stderr is not None
-            assert proc.stdout.readline().startswith(b"{")
-            proc.stdout.close()  # like `| head -1`
-            err = proc.stderr.read().decode()
-            code = proc.wait(60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    fake = fake_server(latency=0.005)
+    args = run_args(
+        inputs.path, "-", fake.base_url, tmp_path / "cache", "--quiet", "--concurrency", 8
+    )
+    proc = tagger_process(args, tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith(b"{")
+    proc.stdout.close()  # like `| head -1`
+    err = proc.stderr.read().decode()
+    code = proc.wait(60)
     assert code == 141, err
     assert "Traceback" not in err and "Exception" not in err
     assert err.strip().splitlines() == [
@@ -348,7 +349,7 @@ def _input_offset(pid: int, path: Path) -> int | None:
 @pytest.mark.skipif(not Path("/proc/self/fdinfo").is_dir(), reason="needs Linux /proc")
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_signal_during_input_scan_exits_130_with_one_line(
-    tmp_path: Path, signum: signal.Signals
+    tmp_path: Path, signum: signal.Signals, fake_server: StartFake, tagger_process: StartTagger
 ) -> None:
     # Big enough that the checking pass over it takes a while; the test waits until the
     # process is provably inside it (its read position in the file is past 0, not at the end).
@@ -357,28 +358,17 @@ def test_signal_during_input_scan_exits_130_with_one_line(
         for i in range(150_000):
             handle.write(json.dumps({"abstract": f"{'word ' * 40}{i}"}) + "\n")
     size = path.stat().st_size
-    with FakeLLM() as llm:
-        args = ["run", str(path), "-o", str(tmp_path / "out.jsonl"), "--base-url", llm.base_url]
-        args += ["--api-key", "sk-test", "--cache-dir", str(tmp_path / "cache")]
-        proc = subprocess.Popen(
-            subprocess_cmd(*args, "--prompts-dir", str(PROMPTS_DIR)),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=clean_env(),
-            cwd=tmp_path,
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while not 0 < (_input_offset(proc.pid, path) or 0) < size:
-                assert proc.poll() is None, "tagger exited before reading its input"
-                assert time.monotonic() < deadline, "tagger never started reading"
-                time.sleep(0.005)
-            proc.send_signal(signum)
-            out, err = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        assert llm.history == []  # it was still scanning: nothing was sent
+    fake = fake_server()
+    args = run_args(path, tmp_path / "out.jsonl", fake.base_url, tmp_path / "cache")
+    proc = tagger_process(args, tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not 0 < (_input_offset(proc.pid, path) or 0) < size:
+        assert proc.poll() is None, "tagger exited before reading its input"
+        assert time.monotonic() < deadline, "tagger never started reading"
+        time.sleep(0.005)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    assert fake.history == []  # it was still scanning: nothing was sent
     assert proc.returncode == 130, err.decode()[-2000:]
     assert err.decode().strip().splitlines() == [
         "Interrupted while reading inputs; nothing was sent"

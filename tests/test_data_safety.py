@@ -9,24 +9,24 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import SEEDS_DIR, TEST_KEY, TaggerCLI, one_line
-from tests.scalehelpers import clean_env, popen, read_rows, run_args, subprocess_cmd
-
-SAFETY_NET = 60.0  # seconds: only against hangs, never what a test measures
-
-
-def _wait_for(condition: Callable[[], bool], proc: subprocess.Popen[bytes] | None = None) -> None:
-    deadline = time.monotonic() + SAFETY_NET
-    while not condition():
-        assert proc is None or proc.poll() is None, "tagger exited too early"
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.01)
+from tests.harness import (
+    SAFETY_TIMEOUT,
+    SEEDS_DIR,
+    TEST_KEY,
+    StartTagger,
+    TaggerCLI,
+    clean_env,
+    one_line,
+    run_args,
+    subprocess_cmd,
+    wait_until,
+)
+from tests.scalehelpers import read_rows
 
 
 def _errors(stderr: str) -> list[str]:
@@ -43,25 +43,28 @@ def _free_port() -> int:
 # --- one run at a time per output ---------------------------------------------------------------
 
 
-def test_second_run_on_the_same_output_refuses_at_once(tagger_cli: TaggerCLI) -> None:
-    fake = tagger_cli.fake
-    small = tagger_cli.small_input(8)
-    out = tagger_cli.out
-    out.parent.mkdir(parents=True)
-    args = run_args(small, out, fake.base_url, tagger_cli.cache_dir, "--concurrency", 1)
-    first = popen(args, tagger_cli.tmp, tagger_cli.tmp / "first.log")
+def _run_one_at_a_time(
+    cli: TaggerCLI, start: StartTagger, count: int, log: str
+) -> tuple[Path, subprocess.Popen[bytes]]:
+    """`tagger run` over `count` seed abstracts as a process, one request at a time."""
+    small = cli.small_input(count)
+    cli.out.parent.mkdir(parents=True)
+    args = run_args(small, cli.out, cli.fake.base_url, cli.cache_dir, "--concurrency", 1)
+    return small, start(args, cli.tmp, cli.tmp / log)
+
+
+def test_second_run_on_the_same_output_refuses_at_once(
+    tagger_cli: TaggerCLI, tagger_process: StartTagger
+) -> None:
+    fake, out = tagger_cli.fake, tagger_cli.out
+    small, first = _run_one_at_a_time(tagger_cli, tagger_process, 8, "first.log")
+    wait_until(lambda: len(fake.history) >= 1, "the first request", first)
+    first.send_signal(signal.SIGSTOP)  # frozen mid-run, holding the output
     try:
-        _wait_for(lambda: len(fake.history) >= 1, first)
-        first.send_signal(signal.SIGSTOP)  # frozen mid-run, holding the output
-        try:
-            second = tagger_cli.run(inputs=[small], cache_dir=tagger_cli.tmp / "other-cache")
-        finally:
-            first.send_signal(signal.SIGCONT)
-        assert first.wait(SAFETY_NET) == 0, (tagger_cli.tmp / "first.log").read_text()
+        second = tagger_cli.run(inputs=[small], cache_dir=tagger_cli.tmp / "other-cache")
     finally:
-        if first.poll() is None:
-            first.kill()
-            first.wait()
+        first.send_signal(signal.SIGCONT)
+    assert first.wait(SAFETY_TIMEOUT) == 0, (tagger_cli.tmp / "first.log").read_text()
     assert second.exit_code == 2, second.output
     message = one_line(second.stderr)
     assert f"pid {first.pid}" in message and str(out) in message
@@ -72,17 +75,15 @@ def test_second_run_on_the_same_output_refuses_at_once(tagger_cli: TaggerCLI) ->
     assert tagger_cli.run(inputs=[small]).exit_code == 0  # the lock went with the first run
 
 
-def test_a_killed_run_does_not_block_the_next(tagger_cli: TaggerCLI) -> None:
-    fake = tagger_cli.fake
-    small = tagger_cli.small_input(5)
-    out = tagger_cli.out
-    out.parent.mkdir(parents=True)
-    args = run_args(small, out, fake.base_url, tagger_cli.cache_dir, "--concurrency", 1)
+def test_a_killed_run_does_not_block_the_next(
+    tagger_cli: TaggerCLI, tagger_process: StartTagger
+) -> None:
+    fake, out = tagger_cli.fake, tagger_cli.out
     fake.latency = 0.5  # the kill lands while answers are still coming
-    proc = popen(args, tagger_cli.tmp, tagger_cli.tmp / "killed.log")
-    _wait_for(lambda: len(fake.history) >= 1, proc)
+    small, proc = _run_one_at_a_time(tagger_cli, tagger_process, 5, "killed.log")
+    wait_until(lambda: len(fake.history) >= 1, "the first request", proc)
     proc.kill()
-    assert proc.wait(SAFETY_NET) == -signal.SIGKILL
+    assert proc.wait(SAFETY_TIMEOUT) == -signal.SIGKILL
     fake.latency = 0.0
     assert out.with_name(out.name + ".lock").exists()  # stale, but the kernel freed its lock
     result = tagger_cli.run(inputs=[small])
@@ -174,7 +175,9 @@ def test_configuration_error_writes_no_output(tagger_cli: TaggerCLI) -> None:
     assert list(tagger_cli.out.parent.iterdir()) == []
 
 
-def test_sigterm_keeps_the_complete_output(tagger_cli: TaggerCLI) -> None:
+def test_sigterm_keeps_the_complete_output(
+    tagger_cli: TaggerCLI, tagger_process: StartTagger
+) -> None:
     fake = tagger_cli.fake
     out = tagger_cli.out
     assert tagger_cli.run().exit_code == 0
@@ -183,15 +186,10 @@ def test_sigterm_keeps_the_complete_output(tagger_cli: TaggerCLI) -> None:
     args = run_args(SEEDS_DIR, out, fake.base_url, tagger_cli.cache_dir, "--no-cache")
     log = tagger_cli.tmp / "term.log"
     sent = len(fake.history)
-    proc = popen(args, tagger_cli.tmp, log)
-    try:
-        _wait_for(lambda: len(fake.history) >= sent + 2, proc)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(SAFETY_NET) == 130, log.read_text()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    proc = tagger_process(args, tagger_cli.tmp, log)
+    wait_until(lambda: len(fake.history) >= sent + 2, "two requests", proc)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(SAFETY_TIMEOUT) == 130, log.read_text()
     assert out.read_bytes() == complete
     assert len(read_rows(out.with_name(out.name + ".partial"))) == 57
     assert f"kept {out}" in one_line(log.read_text())
@@ -247,7 +245,7 @@ def test_full_disk_on_the_output_is_one_line_and_leaves_nothing(tagger_cli: Tagg
         cwd=tagger_cli.tmp,
         env=clean_env(),
         capture_output=True,
-        timeout=SAFETY_NET * 2,
+        timeout=SAFETY_TIMEOUT,
         preexec_fn=_limit_file_size,
     )
     stderr = done.stderr.decode(errors="replace")
@@ -271,7 +269,7 @@ def test_failed_manifest_write_leaves_no_temporary_file(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-c", code, str(target)],
         capture_output=True,
-        timeout=SAFETY_NET,
+        timeout=SAFETY_TIMEOUT,
         preexec_fn=_limit_file_size,
     )
     assert done.stdout.decode().startswith("OutputError cannot write"), done

@@ -8,15 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from tagger.cli.app import app
 from tagger.prompting.taxonomy import load_synonyms
 from tagger.review.evaluate import IdIndex, compare_runs, evaluate, winners
+from tests.harness import PROMPTS_DIR, invoke
 
-ROOT = Path(__file__).resolve().parent.parent
-PROMPTS = ROOT / "prompts"
-runner = CliRunner()
 LONG = " ".join(["word"] * 31)
 
 
@@ -101,7 +97,7 @@ RUN_B = [
 
 @pytest.fixture(scope="module")
 def synonyms() -> Any:
-    return load_synonyms(PROMPTS)
+    return load_synonyms(PROMPTS_DIR)
 
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
@@ -190,13 +186,13 @@ def test_compare_totals_and_winners(synonyms: Any) -> None:
 def test_eval_cli_json_and_table(tmp_path: Path) -> None:
     run = write_jsonl(tmp_path / "a.jsonl", RUN_A)
     gold = write_jsonl(tmp_path / "gold.jsonl", GOLD)
-    common = ["--gold", str(gold), "--prompts-dir", str(PROMPTS)]
-    result = runner.invoke(app, ["eval", str(run), *common, "--json"])
+    common = ["--gold", str(gold), "--prompts-dir", str(PROMPTS_DIR)]
+    result = invoke(["eval", str(run), *common, "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["task_area"]["accuracy"] == 2 / 3
     assert report["coverage"]["found"] == 4
-    result = runner.invoke(app, ["eval", str(run), *common])
+    result = invoke(["eval", str(run), *common])
     assert result.exit_code == 0, result.output
     assert "2/3 (66.7%)" in result.output and "4/5 (80.0%)" in result.output
 
@@ -204,17 +200,13 @@ def test_eval_cli_json_and_table(tmp_path: Path) -> None:
 def test_eval_cli_rejects_bad_inputs(tmp_path: Path) -> None:
     run = write_jsonl(tmp_path / "a.jsonl", RUN_A)
     bad_gold = write_jsonl(tmp_path / "gold.jsonl", [gold_row("g1", "not_an_area", ["x"])])
-    result = runner.invoke(
-        app, ["eval", str(run), "--gold", str(bad_gold), "--prompts-dir", str(PROMPTS)]
-    )
+    result = invoke(["eval", str(run), "--gold", str(bad_gold), "--prompts-dir", str(PROMPTS_DIR)])
     assert result.exit_code == 2
     assert "not_an_area" in result.output
     broken = tmp_path / "broken.jsonl"
     broken.write_text(json.dumps(RUN_A[0]) + "\n{oops\n", "utf-8")
     gold = write_jsonl(tmp_path / "good-gold.jsonl", GOLD)
-    result = runner.invoke(
-        app, ["eval", str(broken), "--gold", str(gold), "--prompts-dir", str(PROMPTS)]
-    )
+    result = invoke(["eval", str(broken), "--gold", str(gold), "--prompts-dir", str(PROMPTS_DIR)])
     assert result.exit_code == 2
     assert "broken.jsonl:2" in result.output
 
@@ -224,8 +216,8 @@ def test_compare_cli_writes_diff_and_json(tmp_path: Path) -> None:
     b = write_jsonl(tmp_path / "b.jsonl", RUN_B)
     gold = write_jsonl(tmp_path / "gold.jsonl", GOLD)
     diff = tmp_path / "diff.csv"
-    args = ["compare", str(a), str(b), "--gold", str(gold), "--prompts-dir", str(PROMPTS)]
-    result = runner.invoke(app, [*args, "-o", str(diff), "--json"])
+    args = ["compare", str(a), str(b), "--gold", str(gold), "--prompts-dir", str(PROMPTS_DIR)]
+    result = invoke([*args, "-o", str(diff), "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["totals"]["area_changed"] == 2
@@ -235,7 +227,7 @@ def test_compare_cli_writes_diff_and_json(tmp_path: Path) -> None:
     assert [r["id"] for r in rows] == ["g1", "g2", "g3", "g4"]
     assert rows[3]["area_changed"] == "yes" and rows[3]["area_b"] == "privacy"
     assert rows[0]["tags_added"] == "momentum" and rows[0]["tags_removed"] == "adam"
-    result = runner.invoke(app, args)
+    result = invoke(args)
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())  # rich wraps at the terminal width
     assert "m1 tag@v2" in text and "winner" in text and "-adam +momentum" in text

@@ -10,13 +10,11 @@ from typing import Any
 
 import pytest
 from openpyxl import load_workbook
-from typer.testing import CliRunner
+from openpyxl.utils import get_column_letter
 
-from tagger.cli.app import app
 from tagger.files.rows import ROW_FIELDS
 from tagger.files.sheets import SHEET_COLUMNS, lf_newlines, neutralise, read_sheet, restore
-
-runner = CliRunner()
+from tests.harness import invoke
 
 
 def make_row(index: int, **answer: Any) -> dict[str, Any]:
@@ -32,6 +30,9 @@ def make_row(index: int, **answer: Any) -> dict[str, Any]:
         "abstract": f"Abstract {index}.",
         "summary": "A plain summary.",
         "task_area": "optimization",
+        "task_area_confidence": 0.875,
+        "task_area_runner_up": "learning_theory",
+        "task_area_runner_up_confidence": 0.1,
         "method_tags": ["SGD"],
         "status": "ok",
         "error": None,
@@ -46,6 +47,7 @@ def make_row(index: int, **answer: Any) -> dict[str, Any]:
         "prompt_tokens": 100,
         "completion_tokens": 20,
         "cached_input_tokens": 0,
+        "batch_id": None,
     }
     row.update(answer)
     assert tuple(row) == ROW_FIELDS
@@ -93,7 +95,7 @@ def run_file(tmp_path: Path) -> Path:
 
 
 def export(run_file: Path, output: Path, *extra: str) -> None:
-    result = runner.invoke(app, ["export", str(run_file), "-o", str(output), *extra])
+    result = invoke(["export", str(run_file), "-o", str(output), *extra])
     assert result.exit_code == 0, result.output
 
 
@@ -155,7 +157,8 @@ def test_xlsx_cells_are_strings_and_layout(run_file: Path, tmp_path: Path) -> No
     book = load_workbook(output)
     sheet = book.worksheets[0]
     assert sheet.freeze_panes == "A2"
-    assert sheet.auto_filter.ref == f"A1:S{len(TRICKY) + 1}"
+    last = get_column_letter(len(SHEET_COLUMNS))
+    assert sheet.auto_filter.ref == f"A1:{last}{len(TRICKY) + 1}"
     assert [c.value for c in sheet[1]] == list(SHEET_COLUMNS)
     data_types = {cell.data_type for row in sheet.iter_rows() for cell in row}
     assert "f" not in data_types
@@ -165,7 +168,7 @@ def test_xlsx_cells_are_strings_and_layout(run_file: Path, tmp_path: Path) -> No
     assert first[column["index"]] == 0 and isinstance(first[column["index"]], int)
     assert first[column["venue"]] == "NeurIPS 2025 论文列表"
     assert sheet[2][column["abstract"]].alignment.wrap_text
-    assert sheet.column_dimensions["G"].width == 80  # abstract
+    assert sheet.column_dimensions[get_column_letter(column["abstract"] + 1)].width == 80
     counts = book["counts"]
     values = [tuple(c.value for c in row) for row in counts.iter_rows(min_row=2)]
     # ok rows 0, 1, 3: optimization ×2, other ×1; the error row only in the status line.
@@ -177,11 +180,11 @@ def test_xlsx_cells_are_strings_and_layout(run_file: Path, tmp_path: Path) -> No
 
 
 def test_export_rejects_unknown_suffix_and_bad_run(run_file: Path, tmp_path: Path) -> None:
-    result = runner.invoke(app, ["export", str(run_file), "-o", str(tmp_path / "r.ods")])
+    result = invoke(["export", str(run_file), "-o", str(tmp_path / "r.ods")])
     assert result.exit_code == 2
     assert "use .csv or .xlsx" in result.output
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a"}\nnot json\n', "utf-8")
-    result = runner.invoke(app, ["export", str(bad), "-o", str(tmp_path / "r.csv")])
+    result = invoke(["export", str(bad), "-o", str(tmp_path / "r.csv")])
     assert result.exit_code == 2
     assert "bad.jsonl:2" in result.output

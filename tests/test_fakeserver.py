@@ -8,13 +8,14 @@ import json
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import openai
 import pytest
 
 from tests.fakeserver import FakeLLM
+from tests.harness import SAFETY_TIMEOUT, StartFake, wait_until
 
 ABSTRACT = (
     "Title: Sparse attention for graphs\n"
@@ -48,28 +49,17 @@ def _msgs(user: str = ABSTRACT) -> list[dict[str, str]]:
     ]
 
 
-SAFETY_TIMEOUT = 60.0  # only turns a hang into a failure; no test measures time
-
-
-def _wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + SAFETY_TIMEOUT
-    while not condition():
-        assert time.monotonic() < deadline, f"still waiting for {what}"
-        time.sleep(0.005)
-
-
 @pytest.fixture
-def llm() -> Iterator[FakeLLM]:
+def fake(fake_server: StartFake) -> FakeLLM:
     """A started server with several areas."""
-    with FakeLLM(areas=["vision", "nlp", "graphs", "other"]) as server:
-        yield server
+    return fake_server(areas=["vision", "nlp", "graphs", "other"])
 
 
 @pytest.fixture
-def client(llm: FakeLLM) -> Iterator[openai.OpenAI]:
+def client(fake: FakeLLM) -> Iterator[openai.OpenAI]:
     """Sync SDK client without retries."""
     with openai.OpenAI(
-        base_url=llm.base_url, api_key="sk-test", max_retries=0, timeout=SAFETY_TIMEOUT
+        base_url=fake.base_url, api_key="sk-test", max_retries=0, timeout=SAFETY_TIMEOUT
     ) as c:
         yield c
 
@@ -81,7 +71,7 @@ def _content(client: openai.OpenAI, **kw: Any) -> str:
     return resp.choices[0].message.content or ""
 
 
-def test_normal_answer_shape_and_determinism(llm: FakeLLM, client: openai.OpenAI) -> None:
+def test_normal_answer_shape_and_determinism(fake: FakeLLM, client: openai.OpenAI) -> None:
     raw = client.chat.completions.with_raw_response.create(model="m1", messages=_msgs())
     assert raw.headers["x-request-id"].startswith("req_")
     resp = raw.parse()
@@ -91,10 +81,10 @@ def test_normal_answer_shape_and_determinism(llm: FakeLLM, client: openai.OpenAI
     choice = resp.choices[0]
     assert choice.finish_reason == "stop" and choice.message.role == "assistant"
     answer = json.loads(choice.message.content or "")
-    assert answer == llm.answer_for(ABSTRACT)
+    assert answer == fake.answer_for(ABSTRACT)
     words = "We introduce hierarchical sparse attention for molecular property prediction"
     assert answer["summary"] == words + " and benchmark it"
-    assert answer["task_area"] in llm.areas and "\n" not in answer["summary"]
+    assert answer["task_area"] in fake.areas and "\n" not in answer["summary"]
     assert answer["method_tags"][:2] == ["introduce", "hierarchical"]
     assert 2 <= len(answer["method_tags"]) <= 3
     total_chars = sum(len(m["content"]) for m in _msgs())
@@ -102,12 +92,12 @@ def test_normal_answer_shape_and_determinism(llm: FakeLLM, client: openai.OpenAI
     assert resp.usage.completion_tokens == len(choice.message.content or "") // 4 + 1
     assert resp.usage.total_tokens == resp.usage.prompt_tokens + resp.usage.completion_tokens
     assert json.loads(_content(client)) == answer  # deterministic across calls
-    assert llm.answer_for("no long word here at all")["method_tags"] == ["other method"]
+    assert fake.answer_for("no long word here at all")["method_tags"] == ["other method"]
 
 
-def test_history_records_requests(llm: FakeLLM, client: openai.OpenAI) -> None:
+def test_history_records_requests(fake: FakeLLM, client: openai.OpenAI) -> None:
     _content(client, temperature=0)
-    [rec] = llm.history
+    [rec] = fake.history
     assert (rec.method, rec.path, rec.status, rec.fault) == (
         "POST",
         "/v1/chat/completions",
@@ -117,64 +107,64 @@ def test_history_records_requests(llm: FakeLLM, client: openai.OpenAI) -> None:
     assert rec.headers["authorization"] == "Bearer sk-test"
     assert rec.body is not None and rec.body["messages"] == _msgs() and rec.body["temperature"] == 0
     assert rec.started <= time.monotonic()
-    assert llm.responses_by_status() == {200: 1}
+    assert fake.responses_by_status() == {200: 1}
 
 
-def test_json_schema_enum_and_json_object(llm: FakeLLM, client: openai.OpenAI) -> None:
+def test_json_schema_enum_and_json_object(fake: FakeLLM, client: openai.OpenAI) -> None:
     answer = json.loads(_content(client, response_format=SCHEMA_RF))
     enum = SCHEMA_RF["json_schema"]["schema"]["properties"]["task_area"]["enum"]
-    assert answer == llm.answer_for(ABSTRACT, enum)
+    assert answer == fake.answer_for(ABSTRACT, enum)
     ref_rf = json.loads(json.dumps(SCHEMA_RF))
     schema = ref_rf["json_schema"]["schema"]
     schema["$defs"] = {"Area": {"enum": ["x", "y", "z"], "type": "string"}}
     schema["properties"]["task_area"] = {"$ref": "#/$defs/Area"}
     assert (
         json.loads(_content(client, response_format=ref_rf))["task_area"]
-        == llm.answer_for(ABSTRACT, ["x", "y", "z"])["task_area"]
+        == fake.answer_for(ABSTRACT, ["x", "y", "z"])["task_area"]
     )
-    assert json.loads(_content(client, response_format={"type": "json_object"})) == llm.answer_for(
+    assert json.loads(_content(client, response_format={"type": "json_object"})) == fake.answer_for(
         ABSTRACT
     )
-    llm.json_object_support = "reject_400"
+    fake.json_object_support = "reject_400"
     with pytest.raises(openai.BadRequestError):
         _content(client, response_format={"type": "json_object"})
 
 
-def test_json_schema_reject_modes(llm: FakeLLM, client: openai.OpenAI) -> None:
-    llm.json_schema_support = "reject_500"
+def test_json_schema_reject_modes(fake: FakeLLM, client: openai.OpenAI) -> None:
+    fake.json_schema_support = "reject_500"
     with pytest.raises(openai.InternalServerError) as e500:
         _content(client, response_format=SCHEMA_RF)
     assert "Input should be 'text' or 'json_object'" in str(e500.value)
-    llm.json_schema_support = "reject_400"
+    fake.json_schema_support = "reject_400"
     with pytest.raises(openai.BadRequestError) as e400:
         _content(client, response_format=SCHEMA_RF)
     assert isinstance(e400.value.body, dict) and e400.value.body["param"] == "response_format"
     assert "json_schema' is not supported" in e400.value.message
-    llm.json_schema_support, llm.reply_style = "ignore", "fenced"
+    fake.json_schema_support, fake.reply_style = "ignore", "fenced"
     assert _content(client, response_format=SCHEMA_RF).startswith("```json\n")
 
 
-def test_reply_styles(llm: FakeLLM, client: openai.OpenAI) -> None:
-    expected = llm.answer_for(ABSTRACT)
-    llm.reply_style = "fenced"
+def test_reply_styles(fake: FakeLLM, client: openai.OpenAI) -> None:
+    expected = fake.answer_for(ABSTRACT)
+    fake.reply_style = "fenced"
     fenced = _content(client)
     assert fenced.startswith("```json\n") and fenced.endswith("\n```")
     assert json.loads(fenced[len("```json\n") : -len("\n```")]) == expected
-    llm.reply_style = "prose"
+    fake.reply_style = "prose"
     prose = _content(client)
     head, block = prose.split("```json\n", 1)
     assert head.strip().endswith(".") and json.loads(block.removesuffix("\n```")) == expected
 
 
-def test_fault_429_exposes_retry_after(llm: FakeLLM, client: openai.OpenAI) -> None:
-    llm.retry_after = 2.5
-    llm.script(["429"])
+def test_fault_429_exposes_retry_after(fake: FakeLLM, client: openai.OpenAI) -> None:
+    fake.retry_after = 2.5
+    fake.script(["429"])
     with pytest.raises(openai.RateLimitError) as err:
         _content(client)
     headers = err.value.response.headers
     assert headers["retry-after"] == "2.5" and headers["retry-after-ms"] == "2500"
     assert err.value.code == "rate_limit_exceeded" and err.value.status_code == 429
-    assert llm.history[-1].fault == "429" and llm.history[-1].status == 429
+    assert fake.history[-1].fault == "429" and fake.history[-1].status == 429
     assert json.loads(_content(client))  # script consumed → next answer is normal
 
 
@@ -193,9 +183,9 @@ def test_fault_429_exposes_retry_after(llm: FakeLLM, client: openai.OpenAI) -> N
     ],
 )
 def test_status_faults(
-    llm: FakeLLM, client: openai.OpenAI, fault: str, exc: type[Exception]
+    fake: FakeLLM, client: openai.OpenAI, fault: str, exc: type[Exception]
 ) -> None:
-    llm.script([fault])
+    fake.script([fault])
     with pytest.raises(exc) as err:
         _content(client)
     assert isinstance(err.value, openai.APIStatusError) and err.value.status_code == int(fault)
@@ -206,24 +196,24 @@ def test_status_faults(
         assert "`fake-model` does not exist" in body["message"]
 
 
-def test_drop_is_connection_error(llm: FakeLLM, client: openai.OpenAI) -> None:
-    llm.script(["drop"])
+def test_drop_is_connection_error(fake: FakeLLM, client: openai.OpenAI) -> None:
+    fake.script(["drop"])
     with pytest.raises(openai.APIConnectionError) as err:
         _content(client)
     assert not isinstance(err.value, openai.APITimeoutError)
-    assert llm.responses_by_status() == {0: 1} and llm.history[0].fault == "drop"
+    assert fake.responses_by_status() == {0: 1} and fake.history[0].fault == "drop"
     assert json.loads(_content(client))  # the client recovers on a fresh connection
 
 
-def test_hang_times_out_and_stop_is_prompt() -> None:
-    server = FakeLLM().start()
+def test_hang_times_out_and_stop_is_prompt(fake_server: StartFake) -> None:
+    server = fake_server()
     server.hang_seconds = 600  # longer than any wait below: only the client or stop() ends it
     server.script(["hang", "hang"])
     c = openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0, timeout=0.5)
     with pytest.raises(openai.APITimeoutError):
         c.chat.completions.create(model="m", messages=_msgs())
     # The client gave up and left: the fake stops hanging on that request.
-    _wait_until(lambda: server.in_flight == 0, "the hang to notice the client left")
+    wait_until(lambda: server.in_flight == 0, "the hang to notice the client left")
     slow = openai.OpenAI(
         base_url=server.base_url, api_key="sk-test", max_retries=0, timeout=SAFETY_TIMEOUT
     )
@@ -237,7 +227,7 @@ def test_hang_times_out_and_stop_is_prompt() -> None:
 
     thread = threading.Thread(target=call)
     thread.start()
-    _wait_until(lambda: server.in_flight == 1, "the second request to hang")
+    wait_until(lambda: server.in_flight == 1, "the second request to hang")
     server.stop()
     thread.join(SAFETY_TIMEOUT)
     assert not thread.is_alive()
@@ -249,22 +239,22 @@ def test_hang_times_out_and_stop_is_prompt() -> None:
     slow.close()
 
 
-def test_content_faults(llm: FakeLLM, client: openai.OpenAI) -> None:
-    llm.script(["invalid_json", "schema_invalid", "truncated"])
+def test_content_faults(fake: FakeLLM, client: openai.OpenAI) -> None:
+    fake.script(["invalid_json", "schema_invalid", "truncated"])
     with pytest.raises(json.JSONDecodeError):
         json.loads(_content(client))
     bad = json.loads(_content(client))
     assert bad["task_area"] == "not-an-area" and bad["method_tags"] == []
     resp = client.chat.completions.create(model="m", messages=_msgs())
-    full = json.dumps(llm.answer_for(ABSTRACT))
+    full = json.dumps(fake.answer_for(ABSTRACT))
     assert resp.choices[0].finish_reason == "length"
     assert resp.choices[0].message.content == full[: len(full) // 2]
 
 
-def test_rpm_limit_sliding_window(llm: FakeLLM, client: openai.OpenAI) -> None:
+def test_rpm_limit_sliding_window(fake: FakeLLM, client: openai.OpenAI) -> None:
     now = [1000.0]  # the window's clock, moved by the test: a slow machine changes nothing
-    llm.clock = lambda: now[0]
-    llm.rpm_limit, llm.rate_window = 5, 1.0
+    fake.clock = lambda: now[0]
+    fake.rpm_limit, fake.rate_window = 5, 1.0
     for i in range(5):
         raw = client.chat.completions.with_raw_response.create(model="m", messages=_msgs())
         assert raw.headers["x-ratelimit-limit-requests"] == "300"  # 5 per 1 s, per minute
@@ -283,13 +273,13 @@ def test_rpm_limit_sliding_window(llm: FakeLLM, client: openai.OpenAI) -> None:
         _content(client)
     now[0] = 1000.0 + wait
     assert json.loads(_content(client))
-    assert llm.responses_by_status() == {200: 6, 429: 3}
+    assert fake.responses_by_status() == {200: 6, 429: 3}
 
 
-def test_tpm_limit(llm: FakeLLM, client: openai.OpenAI) -> None:
-    llm.clock = lambda: 1000.0  # the three requests share one instant, however slow the machine
+def test_tpm_limit(fake: FakeLLM, client: openai.OpenAI) -> None:
+    fake.clock = lambda: 1000.0  # the three requests share one instant, however slow the machine
     tokens = sum(len(m["content"]) for m in _msgs()) // 4 + 1
-    llm.tpm_limit, llm.rate_window = tokens * 2, 1.0
+    fake.tpm_limit, fake.rate_window = tokens * 2, 1.0
     _content(client)
     _content(client)
     with pytest.raises(openai.RateLimitError) as err:
@@ -298,12 +288,12 @@ def test_tpm_limit(llm: FakeLLM, client: openai.OpenAI) -> None:
     assert 0 < float(err.value.response.headers["retry-after"]) <= 1.0
 
 
-def test_script_with_match_under_concurrency(llm: FakeLLM) -> None:
-    llm.script(["500", "ok", "429"], match="item-B")
-    llm.hold()  # answer the first six only once all of them are at the server
+def test_script_with_match_under_concurrency(fake: FakeLLM) -> None:
+    fake.script(["500", "ok", "429"], match="item-B")
+    fake.hold()  # answer the first six only once all of them are at the server
 
     async def run() -> list[str]:
-        c = openai.AsyncOpenAI(base_url=llm.base_url, api_key="sk-test", max_retries=0)
+        c = openai.AsyncOpenAI(base_url=fake.base_url, api_key="sk-test", max_retries=0)
 
         async def one(name: str) -> str:
             try:
@@ -315,9 +305,9 @@ def test_script_with_match_under_concurrency(llm: FakeLLM) -> None:
         async with c:
             calls = (one(n) for n in ["item-A", "item-B", "item-C"] * 2)
             together = asyncio.gather(*calls)
-            while len(llm.held) < 6:
+            while len(fake.held) < 6:
                 await asyncio.sleep(0.005)
-            llm.stop_holding()
+            fake.stop_holding()
             first = await asyncio.wait_for(together, SAFETY_TIMEOUT)
             return [*first, await one("item-B"), await one("item-B")]
 
@@ -325,13 +315,13 @@ def test_script_with_match_under_concurrency(llm: FakeLLM) -> None:
     assert sorted(results[:6]) == ["500", "ok", "ok", "ok", "ok", "ok"]
     assert results[1] == "500" or results[4] == "500"
     assert results[6:] == ["429", "ok"]
-    assert llm.max_in_flight == 6
+    assert fake.max_in_flight == 6
 
 
 def test_fault_rates_are_seeded() -> None:
     def statuses(seed: int) -> list[int]:
         with (
-            FakeLLM(seed=seed) as s,
+            FakeLLM(seed=seed) as s,  # FakeLLM as a context manager: started, then stopped
             openai.OpenAI(base_url=s.base_url, api_key="k", max_retries=0) as c,
         ):
             s.fault_rates = {"500": 0.3, "429": 0.3}
@@ -344,29 +334,29 @@ def test_fault_rates_are_seeded() -> None:
     assert first == statuses(7) and {200, 429, 500} <= set(first)
 
 
-def test_auth_models_and_model_list() -> None:
-    with FakeLLM(api_key="sk-right", models=["good"]) as s:
-        bad = openai.OpenAI(base_url=s.base_url, api_key="sk-wrong", max_retries=0)
-        with pytest.raises(openai.AuthenticationError) as err:
-            bad.chat.completions.create(model="good", messages=_msgs())
-        assert err.value.code == "invalid_api_key"
-        ok = openai.OpenAI(base_url=s.base_url, api_key="sk-right", max_retries=0)
-        with pytest.raises(openai.NotFoundError) as nf:
-            ok.chat.completions.create(model="nope", messages=_msgs())
-        assert "The model `nope` does not exist" in nf.value.message
-        assert ok.chat.completions.create(model="good", messages=_msgs()).model == "good"
-        assert [m.id for m in ok.models.list()] == ["good"]
-        bad.close()
-        ok.close()
+def test_auth_models_and_model_list(fake_server: StartFake) -> None:
+    s = fake_server(api_key="sk-right", models=["good"])
+    bad = openai.OpenAI(base_url=s.base_url, api_key="sk-wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as err:
+        bad.chat.completions.create(model="good", messages=_msgs())
+    assert err.value.code == "invalid_api_key"
+    ok = openai.OpenAI(base_url=s.base_url, api_key="sk-right", max_retries=0)
+    with pytest.raises(openai.NotFoundError) as nf:
+        ok.chat.completions.create(model="nope", messages=_msgs())
+    assert "The model `nope` does not exist" in nf.value.message
+    assert ok.chat.completions.create(model="good", messages=_msgs()).model == "good"
+    assert [m.id for m in ok.models.list()] == ["good"]
+    bad.close()
+    ok.close()
 
 
-def test_drop_with_aiohttp_transport(llm: FakeLLM) -> None:
+def test_drop_with_aiohttp_transport(fake: FakeLLM) -> None:
     """Via DefaultAioHttpClient a drop surfaces as APITimeoutError (aiohttp adapter maps it)."""
 
     async def run() -> BaseException | None:
         http = openai.DefaultAioHttpClient()
         async with openai.AsyncOpenAI(
-            base_url=llm.base_url, api_key="sk-test", max_retries=0, http_client=http
+            base_url=fake.base_url, api_key="sk-test", max_retries=0, http_client=http
         ) as c:
             try:
                 await c.chat.completions.create(model="m", messages=_msgs())
@@ -374,9 +364,9 @@ def test_drop_with_aiohttp_transport(llm: FakeLLM) -> None:
                 return exc
         return None
 
-    llm.script(["drop"])
+    fake.script(["drop"])
     assert isinstance(asyncio.run(run()), openai.APIConnectionError)
-    assert llm.history[0].status == 0
+    assert fake.history[0].status == 0
 
 
 def test_fixture_from_conftest(fake_llm: FakeLLM) -> None:
@@ -407,3 +397,11 @@ def test_standalone_spawn() -> None:
         "max_in_flight": 1,
         "answered_span": 0.0,
     }
+
+
+def test_fake_server_starts_each_server_with_its_options(fake_server: StartFake) -> None:
+    first, second = fake_server(areas=["a", "b"]), fake_server(api_key="sk-x")
+    assert first.base_url != second.base_url
+    assert (first.areas, first.api_key, second.areas, second.api_key) == (
+        ["a", "b"], None, ["other"], "sk-x"
+    )  # fmt: skip

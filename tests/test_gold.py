@@ -2,55 +2,31 @@
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
 import pytest
 from openpyxl import load_workbook
-from typer.testing import CliRunner
 
-from tagger.cli.app import app
 from tagger.files.abstracts import iter_abstracts, scan
-from tagger.files.sheets import SHEET_COLUMNS
+from tagger.files.jsonl import read_gold_rows
 from tagger.prompting.taxonomy import load_synonyms, load_taxonomy
-from tagger.review.gold import check_gold_rows, read_jsonl
+from tagger.review.gold import check_gold_rows
+from tests import reviewsheets
+from tests.harness import PROMPTS_DIR, REPO_ROOT, SEEDS_DIR, invoke
+from tests.reviewsheets import write_review
 
-ROOT = Path(__file__).resolve().parent.parent
-PROMPTS = ROOT / "prompts"
-GOLD = ROOT / "examples" / "gold-seeds.jsonl"
-runner = CliRunner()
-
-
-def write_review(path: Path, rows: list[dict[str, str]]) -> None:
-    """A reviewed sheet as a person would save it from Excel (BOM, \\r\\n)."""
-    with path.open("w", encoding="utf-8-sig", newline="") as stream:
-        writer = csv.DictWriter(stream, fieldnames=SHEET_COLUMNS, lineterminator="\r\n")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({column: row.get(column, "") for column in SHEET_COLUMNS})
+GOLD = REPO_ROOT / "examples" / "gold-seeds.jsonl"
 
 
 def review_row(ident: str, **cells: str) -> dict[str, str]:
-    row = {
-        "reviewed": "y",
-        "id": ident,
-        "task_area": "optimization",
-        "method_tags": "SGD; momentum",
-        "summary": "Proves a faster rate for momentum SGD.",
-        "abstract": f"Abstract of {ident}.",
-        "source": "seeds/x.txt",
-        "taxonomy_version": "v1",
-    }
-    row.update(cells)
-    return row
+    """A reviewed row with its abstract and source filled in."""
+    filled = {"abstract": f"Abstract of {ident}.", "source": "seeds/x.txt"}
+    return reviewsheets.review_row(ident, **(filled | cells))
 
 
 def gold_import(sheet: Path, output: Path, *extra: str) -> tuple[int, str]:
-    result = runner.invoke(
-        app,
-        ["gold", "import", str(sheet), "-o", str(output), "--prompts-dir", str(PROMPTS), *extra],
-    )
+    result = invoke(["gold", "import", sheet, "-o", output, "--prompts-dir", PROMPTS_DIR, *extra])
     return result.exit_code, " ".join(result.output.split())  # rich wraps long lines
 
 
@@ -70,7 +46,7 @@ def test_imports_reviewed_rows_and_resolves_labels(tmp_path: Path) -> None:
     code, message = gold_import(sheet, output)
     assert code == 0, message
     assert "wrote 3 gold rows" in message and "2 unreviewed skipped" in message
-    rows = read_jsonl(output, "gold")
+    rows = read_gold_rows(output)
     assert [r["id"] for r in rows] == ["a", "c", "e"]
     assert rows[0]["task_area"] == "graph_learning"  # label stored as its id
     assert rows[0]["method_tags"] == ["GNN"]  # synonyms applied, duplicates dropped
@@ -96,7 +72,7 @@ def test_all_takes_every_row(tmp_path: Path) -> None:
     assert not output.exists()
     code, message = gold_import(sheet, output, "--all")
     assert code == 0, message
-    assert [r["id"] for r in read_jsonl(output, "gold")] == ["a", "b"]
+    assert [r["id"] for r in read_gold_rows(output)] == ["a", "b"]
 
 
 def test_every_bad_cell_is_reported_and_nothing_written(tmp_path: Path) -> None:
@@ -126,7 +102,7 @@ def test_every_bad_cell_is_reported_and_nothing_written(tmp_path: Path) -> None:
         "review.csv row 6, column reviewed: 'maybe' is not",
         "review.csv row 7, column method_tags: has 7 tags; at most 6",
         "review.csv row 8, column summary:",
-        "has 40 words; at most 35",
+        "has 40 words; write one line of at most 30 words",
     ]:
         assert expected in text, expected
     assert "7 bad cells" in text
@@ -147,14 +123,14 @@ def test_xlsx_export_then_import(tmp_path: Path) -> None:
     }
     run.write_text(json.dumps(row) + "\n", "utf-8")
     sheet = tmp_path / "review.xlsx"
-    assert runner.invoke(app, ["export", str(run), "-o", str(sheet)]).exit_code == 0
+    assert invoke(["export", str(run), "-o", str(sheet)]).exit_code == 0
     book = load_workbook(sheet)
     book.worksheets[0]["A2"] = "y"  # the reviewer ticks the row
     book.save(sheet)
     output = tmp_path / "gold.jsonl"
     code, message = gold_import(sheet, output)
     assert code == 0, message
-    (gold,) = read_jsonl(output, "gold")
+    (gold,) = read_gold_rows(output)
     assert gold["summary"] == "-- dashes first, then text"
     assert gold["method_tags"] == ["ViT", "@mention tag"]
 
@@ -169,15 +145,15 @@ def test_missing_columns(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def seed_ids() -> set[str]:
-    return {a.id for a in iter_abstracts(scan([ROOT / "seeds"]).files)}
+    return {a.id for a in iter_abstracts(scan([SEEDS_DIR]).files)}
 
 
 def test_shipped_gold_file_is_valid(seed_ids: set[str]) -> None:
-    rows = read_jsonl(GOLD, "gold")
+    rows = read_gold_rows(GOLD)
     assert len(rows) >= 20
     assert {r["id"] for r in rows} <= seed_ids  # current 24-digit ids of seed abstracts
     assert len({r["id"] for r in rows}) == len(rows)
-    taxonomy, synonyms = load_taxonomy(PROMPTS, "v1"), load_synonyms(PROMPTS)
+    taxonomy, synonyms = load_taxonomy(PROMPTS_DIR, "v1"), load_synonyms(PROMPTS_DIR)
     original = json.loads(json.dumps(rows))
     check_gold_rows(str(GOLD), rows, taxonomy, synonyms)  # raises on any bad cell
     assert rows == original  # already canonical: validation changed nothing

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import TaggerCLI, one_line, seed_texts
+from tests.harness import TaggerCLI, one_line, seed_texts
 
 
 def test_trickling_server_is_cut_at_the_timeout(tagger_cli: TaggerCLI) -> None:

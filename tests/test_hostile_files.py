@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import csv
 import json
+import resource
 import subprocess
-import sys
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,18 +14,15 @@ from typing import Any
 
 import pytest
 from openpyxl import load_workbook
-from typer.testing import CliRunner
 
-from tagger.cli.app import app
 from tagger.errors import InputError
 from tagger.files import csvrows, xlsxread
 from tagger.files.abstracts import iter_abstracts, scan, text_id
 from tagger.files.sheets import SHEET_COLUMNS, read_sheet
-from tests.conftest import TaggerCLI
+from tests import harness
+from tests.harness import PROMPTS_DIR, TaggerCLI
+from tests.reviewsheets import review_row, write_review
 
-ROOT = Path(__file__).resolve().parent.parent
-PROMPTS = ROOT / "prompts"
-runner = CliRunner()
 FORMULA_CHARS = ("=", "+", "-", "@")
 C0 = [chr(code) for code in range(32)]
 
@@ -39,7 +36,7 @@ def _restore_csv_limit() -> Iterator[None]:
 
 
 def invoke(*args: object) -> tuple[int, str]:
-    result = runner.invoke(app, [str(a) for a in args])
+    result = harness.invoke(args)
     return result.exit_code, result.output
 
 
@@ -50,26 +47,6 @@ def one_error_line(output: str) -> str:
     assert lines[0].startswith("Error: "), output
     assert "Traceback" not in output
     return lines[0]
-
-
-def write_review_csv(path: Path, rows: list[dict[str, str]], delimiter: str = ",") -> None:
-    with path.open("w", encoding="utf-8-sig", newline="") as stream:
-        writer = csv.DictWriter(stream, fieldnames=SHEET_COLUMNS, delimiter=delimiter)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({column: row.get(column, "") for column in SHEET_COLUMNS})
-
-
-def review_row(ident: str, **cells: str) -> dict[str, str]:
-    row = {
-        "reviewed": "y",
-        "id": ident,
-        "task_area": "optimization",
-        "method_tags": "SGD; momentum",
-        "summary": "Proves a faster rate for momentum SGD.",
-        "taxonomy_version": "v1",
-    }
-    return row | cells
 
 
 # --- 1. long CSV cells ----------------------------------------------------------------------
@@ -86,9 +63,9 @@ def test_run_reads_a_csv_abstract_longer_than_the_csv_default(tmp_path: Path) ->
 def test_gold_import_reads_a_long_abstract_cell(tmp_path: Path) -> None:
     sheet = tmp_path / "review.csv"
     long_text = "word " * 40_000
-    write_review_csv(sheet, [review_row("a", abstract=long_text)])
+    write_review(sheet, [review_row("a", abstract=long_text)])
     code, output = invoke(
-        "gold", "import", sheet, "-o", tmp_path / "g.jsonl", "--prompts-dir", PROMPTS
+        "gold", "import", sheet, "-o", tmp_path / "g.jsonl", "--prompts-dir", PROMPTS_DIR
     )
     assert code == 0, output
     gold = json.loads((tmp_path / "g.jsonl").read_text(encoding="utf-8"))
@@ -107,7 +84,7 @@ def test_a_cell_over_the_bound_is_one_clear_line(
         f"{path}:3: a cell is longer than 1,000 characters: check for a quote that is never closed"
     )
     sheet = tmp_path / "review.csv"
-    write_review_csv(sheet, [review_row("a", abstract="x" * 2_000)])
+    write_review(sheet, [review_row("a", abstract="x" * 2_000)])
     code, output = invoke("gold", "import", sheet, "-o", tmp_path / "g.jsonl")
     assert code == 2
     assert "a cell is longer than 1,000 characters" in one_error_line(output)
@@ -251,19 +228,20 @@ def gold_import_in_1_gib(sheet: Path, out: Path) -> subprocess.CompletedProcess[
     Enough for tagger; far too little for a sheet padded to its forged dimension, so a
     regression fails here instead of eating the machine's memory.
     """
-    script = (
-        "import resource, sys; limit = 1 << 30; "
-        "resource.setrlimit(resource.RLIMIT_AS, (limit, limit)); "
-        "from tagger.cli.app import app; sys.argv[0] = 'tagger'; app()"
-    )
-    args = ["gold", "import", str(sheet), "-o", str(out), "--prompts-dir", str(PROMPTS)]
+    args = ["gold", "import", str(sheet), "-o", str(out), "--prompts-dir", str(PROMPTS_DIR)]
     return subprocess.run(
-        [sys.executable, "-c", script, *args],
+        harness.subprocess_cmd(*args),
         capture_output=True,
         text=True,
         timeout=300,
         cwd=out.parent,
+        env=harness.clean_env(),
+        preexec_fn=_limit_address_space,
     )
+
+
+def _limit_address_space() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 
 
 def test_forged_dimension_with_a_far_cell_is_refused_in_bounded_memory(tmp_path: Path) -> None:
@@ -376,7 +354,7 @@ def test_gold_rows_with_wrong_types_are_reported(tmp_path: Path) -> None:
     gold = tmp_path / "gold.jsonl"
     bad = {"id": "a", "task_area": "optimization", "method_tags": 7, "summary": 12}
     gold.write_text(json.dumps(bad) + "\n", encoding="utf-8")
-    code, output = invoke("eval", run, "--gold", gold, "--prompts-dir", PROMPTS)
+    code, output = invoke("eval", run, "--gold", gold, "--prompts-dir", PROMPTS_DIR)
     assert code == 2
     assert "Traceback" not in output
     assert "method_tags: must be a list of tags or 'a; b' text, got a number" in output

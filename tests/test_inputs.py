@@ -21,8 +21,8 @@ from tagger.files.abstracts import (
     scan,
     text_id,
 )
+from tests.harness import SEEDS_DIR
 
-SEEDS = Path(__file__).resolve().parent.parent / "seeds"
 LONG = "x" * 250
 
 
@@ -62,16 +62,16 @@ def raises_at(path: Path | str, line: int | None, *fragments: str) -> Any:
 
 
 def test_seed_directory_has_57_abstracts() -> None:
-    result = scan([SEEDS])
+    result = scan([SEEDS_DIR])
     assert result.count == 57
     assert result.unique == 57
-    assert [p.name for p in result.files] == sorted(p.name for p in SEEDS.glob("*.txt"))
+    assert [p.name for p in result.files] == sorted(p.name for p in SEEDS_DIR.glob("*.txt"))
     assert list(result.per_file.values()) == [19, 19, 19]
     assert list(result.per_file) == [str(p) for p in result.files]
 
 
 def test_seed_venues_years_and_positions() -> None:
-    items = list(iter_abstracts(discover([SEEDS])))
+    items = list(iter_abstracts(discover([SEEDS_DIR])))
     assert len(items) == 57
     assert {a.venue for a in items} == {"NeurIPS"}
     years = {a.source: a.year for a in items}
@@ -79,7 +79,7 @@ def test_seed_venues_years_and_positions() -> None:
     assert [a.index for a in items] == list(range(57))
     first = items[0]
     assert first.line == 3
-    assert first.source == str(SEEDS / "000_c957ce158ed6d14c.txt")
+    assert first.source == str(SEEDS_DIR / "000_c957ce158ed6d14c.txt")
     assert first.text.startswith("Variance reduction techniques")
     assert first.id == text_id(first.text)
     assert all(a.text == a.text.strip() and "\n" not in a.text for a in items)
@@ -87,7 +87,7 @@ def test_seed_venues_years_and_positions() -> None:
 
 
 def test_seed_relative_source_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(SEEDS.parent)
+    monkeypatch.chdir(SEEDS_DIR.parent)
     items = read_all("seeds")
     assert items[0].source == os.path.join("seeds", "000_c957ce158ed6d14c.txt")
 

@@ -8,50 +8,32 @@ from __future__ import annotations
 
 import random
 import signal
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from tests.fakeserver import FakeLLM, Recorded
+from tests.harness import SAFETY_TIMEOUT, StartTagger, run_args, run_cli, wait_until
 from tests.scalehelpers import (
-    SAFETY_TIMEOUT,
     assert_rows_match,
     cache_entries,
     cached_ids,
-    fake,
     landed,
-    popen,
     read_manifest,
     read_rows,
     requests_by_id,
-    run_args,
-    run_cli,
-    wait_until,
     write_inputs,
 )
 
-
-@pytest.fixture
-def llm() -> Iterator[FakeLLM]:
-    server = fake(latency=0.015)
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
+# Each answer takes this long, so that a kill or a Ctrl-C lands while requests are in flight.
+ANSWER_LATENCY = 0.015
 
 
 # -- 2. SIGKILL at random moments ------------------------------------------------------------------
 
 
-def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path, llm: FakeLLM) -> None:
+def test_sigkill_at_random_moments_loses_nothing(
+    tmp_path: Path, llm: FakeLLM, tagger_process: StartTagger
+) -> None:
+    llm.latency = ANSWER_LATENCY
     rng = random.Random(20240607)
     out = tmp_path / "out.jsonl"
     cache = tmp_path / "cache"
@@ -72,18 +54,15 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path, llm: FakeLLM) -
     for answers in (rng.randint(1, 100) for _ in range(3)):
         start = landed(llm)
         committed = cache_entries(cache)
-        proc = popen(args, tmp_path, log)
-        try:
-            wait_until(
-                lambda goal=committed + answers: cache_entries(cache) >= goal,
-                f"{answers} new answers in the cache",
-                proc,
-                log,
-            )
-            proc.kill()  # SIGKILL: no handler, no cleanup
-            assert proc.wait(SAFETY_TIMEOUT) == -signal.SIGKILL
-        finally:
-            _stop(proc)
+        proc = tagger_process(args, tmp_path, log)
+        wait_until(
+            lambda goal=committed + answers: cache_entries(cache) >= goal,
+            f"{answers} new answers in the cache",
+            proc,
+            log,
+        )
+        proc.kill()  # SIGKILL: no handler, no cleanup
+        assert proc.wait(SAFETY_TIMEOUT) == -signal.SIGKILL
         end = landed(llm)
 
         assert out.read_bytes() == previous_bytes, "a killed run changed the previous output"
@@ -100,11 +79,8 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path, llm: FakeLLM) -
     assert len(cached_before) < len(inputs.ids), "the kills left nothing to do"
 
     start = landed(llm)
-    proc = popen(args, tmp_path, log)
-    try:
-        assert proc.wait(SAFETY_TIMEOUT) == 0, log.read_text(errors="replace")[-3000:]
-    finally:
-        _stop(proc)
+    proc = tagger_process(args, tmp_path, log)
+    assert proc.wait(SAFETY_TIMEOUT) == 0, log.read_text(errors="replace")[-3000:]
     asked = requests_by_id(llm.history[start:], inputs)
     again = sorted(set(asked) & cached_before)
     assert not again, f"the final run asked again for {len(again)} cached abstracts: {again[:5]}"
@@ -122,7 +98,10 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path, llm: FakeLLM) -
 # -- 3. Ctrl-C -------------------------------------------------------------------------------------
 
 
-def test_ctrl_c_stops_sending_writes_every_row_and_resumes(tmp_path: Path, llm: FakeLLM) -> None:
+def test_ctrl_c_stops_sending_writes_every_row_and_resumes(
+    tmp_path: Path, llm: FakeLLM, tagger_process: StartTagger
+) -> None:
+    llm.latency = ANSWER_LATENCY
     concurrency = 4
     out = tmp_path / "out.jsonl"
     log = tmp_path / "tagger.log"
@@ -133,23 +112,20 @@ def test_ctrl_c_stops_sending_writes_every_row_and_resumes(tmp_path: Path, llm: 
 
     # The fake answers only when told, so the test knows exactly what is on the wire.
     llm.hold()
-    proc = popen(args, tmp_path, log)
-    try:
-        answered: list[Recorded] = []
-        while len(answered) < 2 * concurrency:  # the probe alone, then full rounds
-            expected = 1 if not answered else concurrency
-            wait_until(lambda n=expected: len(llm.held) >= n, "requests to answer", proc, log)
-            answered += llm.release()
-        # Every slot now has a request at the server and none can free up: nothing else is
-        # on its way. Ctrl-C, then let those finish.
-        wait_until(lambda: len(llm.held) >= concurrency, "every slot busy", proc, log)
-        on_the_wire = llm.held
-        sent = len(llm.history)
-        proc.send_signal(signal.SIGINT)
-        llm.stop_holding()
-        code = proc.wait(SAFETY_TIMEOUT)
-    finally:
-        _stop(proc)
+    proc = tagger_process(args, tmp_path, log)
+    answered: list[Recorded] = []
+    while len(answered) < 2 * concurrency:  # the probe alone, then full rounds
+        expected = 1 if not answered else concurrency
+        wait_until(lambda n=expected: len(llm.held) >= n, "requests to answer", proc, log)
+        answered += llm.release()
+    # Every slot now has a request at the server and none can free up: nothing else is
+    # on its way. Ctrl-C, then let those finish.
+    wait_until(lambda: len(llm.held) >= concurrency, "every slot busy", proc, log)
+    on_the_wire = llm.held
+    sent = len(llm.history)
+    proc.send_signal(signal.SIGINT)
+    llm.stop_holding()
+    code = proc.wait(SAFETY_TIMEOUT)
     text = log.read_text(errors="replace")
 
     assert code == 130, text[-3000:]

@@ -7,8 +7,7 @@ import socket
 
 import pytest
 
-from tests.conftest import TEST_KEY, TaggerCLI, one_line, seed_texts, taxonomy_ids
-from tests.fakeserver import FakeLLM
+from tests.harness import TEST_KEY, TaggerCLI, one_line, seed_texts
 
 
 def _target(cli: TaggerCLI, fault_script: list[str], position: int = 1) -> str:
@@ -110,18 +109,18 @@ def test_server_errors_exhaust_attempts(tagger_cli: TaggerCLI) -> None:
 
 
 def test_wrong_key_fails_fast(tagger_cli: TaggerCLI) -> None:
-    with FakeLLM(areas=taxonomy_ids(), api_key="sk-the-right-key-000") as fake:
-        tagger_cli.fake = fake
-        result = tagger_cli.run("--concurrency", "4")
-        assert result.exit_code == 2, result.output
-        message = one_line(result.stderr)
-        assert "401" in message
-        assert "OPENAI_API_KEY" in message and "--api-key" in message
-        assert "Traceback" not in result.output
-        sent = fake.history
-        assert 1 <= len(sent) <= 4 + 1, f"{len(sent)} requests for 57 abstracts after a 401"
-        assert sent[0].status == 401
-        assert sent[0].headers["authorization"] == f"Bearer {TEST_KEY}"
+    fake = tagger_cli.fake
+    fake.api_key = "sk-the-right-key-000"  # not TEST_KEY, which tagger sends
+    result = tagger_cli.run("--concurrency", "4")
+    assert result.exit_code == 2, result.output
+    message = one_line(result.stderr)
+    assert "401" in message
+    assert "OPENAI_API_KEY" in message and "--api-key" in message
+    assert "Traceback" not in result.output
+    sent = fake.history
+    assert 1 <= len(sent) <= 4 + 1, f"{len(sent)} requests for 57 abstracts after a 401"
+    assert sent[0].status == 401
+    assert sent[0].headers["authorization"] == f"Bearer {TEST_KEY}"
 
 
 def test_forbidden_fails_fast(tagger_cli: TaggerCLI) -> None:
@@ -133,16 +132,16 @@ def test_forbidden_fails_fast(tagger_cli: TaggerCLI) -> None:
 
 
 def test_unknown_model_fails_fast(tagger_cli: TaggerCLI) -> None:
-    with FakeLLM(areas=taxonomy_ids(), models=["fake-model"]) as fake:
-        tagger_cli.fake = fake
-        result = tagger_cli.run("--model", "gpt-nonexistent-9", "--concurrency", "4")
-        assert result.exit_code == 2, result.output
-        message = one_line(result.stderr)
-        assert "gpt-nonexistent-9" in message and "404" in message
-        assert re.search(r"--model|TAGGER_MODEL", message)
-        assert "Traceback" not in result.output
-        assert 1 <= len(fake.history) <= 4 + 1
-        assert fake.history[0].status == 404
+    fake = tagger_cli.fake
+    fake.models = ["fake-model"]  # the only model it serves
+    result = tagger_cli.run("--model", "gpt-nonexistent-9", "--concurrency", "4")
+    assert result.exit_code == 2, result.output
+    message = one_line(result.stderr)
+    assert "gpt-nonexistent-9" in message and "404" in message
+    assert re.search(r"--model|TAGGER_MODEL", message)
+    assert "Traceback" not in result.output
+    assert 1 <= len(fake.history) <= 4 + 1
+    assert fake.history[0].status == 404
 
 
 def test_unreachable_server_stops_the_run(tagger_cli: TaggerCLI) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 
 import pytest
 
@@ -18,8 +17,8 @@ from tagger.prompting.prompts import load_prompt
 from tagger.prompting.schema import answer_json_schema, build_answer_model, format_instructions
 from tagger.prompting.taxonomy import load_taxonomy
 from tagger.sending.local import SlowServerNotice, is_local_url, slow_estimate
-from tests.conftest import PROMPTS_DIR, TaggerCLI, first_user_message, one_line, seed_texts
-from tests.fakeserver import Recorded
+from tests.fakeserver import Recorded, first_user_message
+from tests.harness import PROMPTS_DIR, REPO_ROOT, TaggerCLI, one_line, seed_texts
 
 
 def _format(request: Recorded) -> dict[str, object]:
@@ -255,7 +254,7 @@ def test_unknown_model_error_lists_the_models_offered(tagger_cli: TaggerCLI) -> 
 
 
 def test_readme_reports_tokens_for_every_prompt_version() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Local models", 1)[-1]
     for ref in ("tag@v1", "tag@v2", "tag-compact@v1"):
         assert f"`{ref}`" in section, ref

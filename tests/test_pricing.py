@@ -8,20 +8,21 @@ import pytest
 
 from tagger.errors import ConfigError
 from tagger.pricing import PriceTable, count_text_tokens
-from tests.conftest import TaggerCLI
+from tagger.usage import Usage
+from tests.harness import TaggerCLI
 
 
 def test_cost_uses_cached_input_price() -> None:
     table = PriceTable()
     # gpt-4o-mini: $0.15 input, $0.075 cached input, $0.60 output per million tokens.
-    assert table.cost("gpt-4o-mini", 1_000_000, 0) == pytest.approx(0.15)
-    assert table.cost("gpt-4o-mini", 1_000_000, 0, 600_000) == pytest.approx(
+    assert table.cost("gpt-4o-mini", Usage(1_000_000, 0)) == pytest.approx(0.15)
+    assert table.cost("gpt-4o-mini", Usage(1_000_000, 0, 600_000)) == pytest.approx(
         0.4 * 0.15 + 0.6 * 0.075
     )
-    assert table.cost("gpt-4o-mini", 0, 1_000_000) == pytest.approx(0.60)
+    assert table.cost("gpt-4o-mini", Usage(0, 1_000_000)) == pytest.approx(0.60)
     # A dated snapshot takes its family's price; an unknown model has none.
-    assert table.cost("gpt-4o-2024-08-06", 1_000_000, 0) == pytest.approx(2.50)
-    assert table.cost("llama3.1", 1000, 1000) is None
+    assert table.cost("gpt-4o-2024-08-06", Usage(1_000_000, 0)) == pytest.approx(2.50)
+    assert table.cost("llama3.1", Usage(1000, 1000)) is None
 
 
 @pytest.mark.parametrize(
@@ -50,14 +51,14 @@ def test_cost_uses_cached_input_price() -> None:
 def test_built_in_list_prices(model: str, input_: float, cached: float, output: float) -> None:
     table = PriceTable()
     million = 1_000_000
-    assert table.cost(model, million, 0) == pytest.approx(input_)
-    assert table.cost(model, million, 0, million) == pytest.approx(cached)
-    assert table.cost(model, 0, million) == pytest.approx(output)
+    assert table.cost(model, Usage(million, 0)) == pytest.approx(input_)
+    assert table.cost(model, Usage(million, 0, million)) == pytest.approx(cached)
+    assert table.cost(model, Usage(0, million)) == pytest.approx(output)
 
 
 @pytest.mark.parametrize("model", ["llama3.1", "gpt-6", "claude-3-5-sonnet", "o9", "gpt-5x"])
 def test_unknown_models_have_no_price(model: str) -> None:
-    assert PriceTable().cost(model, 1000, 1000) is None
+    assert PriceTable().cost(model, Usage(1000, 1000)) is None
 
 
 def test_price_file_overrides_and_adds(tmp_path: Path) -> None:
@@ -69,8 +70,8 @@ def test_price_file_overrides_and_adds(tmp_path: Path) -> None:
     )
     table = PriceTable.load(prices)
     # No cached_input given: cached tokens cost the full input price.
-    assert table.cost("gpt-4o-mini", 1_000_000, 1_000_000, 500_000) == pytest.approx(3.0)
-    assert table.cost("llama3.1", 10**6, 10**6) == 0
+    assert table.cost("gpt-4o-mini", Usage(1_000_000, 1_000_000, 500_000)) == pytest.approx(3.0)
+    assert table.cost("llama3.1", Usage(10**6, 10**6)) == 0
 
 
 def test_bad_price_file_is_a_config_error(tmp_path: Path) -> None:

@@ -14,10 +14,11 @@ from tagger.config import ClientConfig, RunConfig
 from tagger.files.abstracts import scan
 from tagger.pipeline.job import run_job
 from tagger.pipeline.live import RunStats
-from tagger.pipeline.progress import ANSWER_NOT_RUN, ANSWER_OK, LiveCounts
+from tagger.pipeline.outcome import Status
+from tagger.pipeline.progress import LiveCounts
 from tagger.pricing import PriceTable
 from tagger.sending.gate import SendGate
-from tests.conftest import PROMPTS_DIR, TEST_KEY, TaggerCLI, one_line, seed_texts
+from tests.harness import PROMPTS_DIR, TEST_KEY, TaggerCLI, one_line, seed_texts
 
 
 class RecordingSink:
@@ -31,7 +32,7 @@ class RecordingSink:
     def started(self, live: Callable[[], LiveCounts]) -> None:
         self.live = live
 
-    def answered(self, status: str) -> None:
+    def answered(self, status: Status) -> None:
         self.events.append(("answered", status))
 
     def written(self, row: dict[str, Any]) -> None:
@@ -59,9 +60,9 @@ def test_answers_are_counted_as_they_complete_not_in_row_order(tagger_cli: Tagge
 
     assert stats.ok == 5
     first_row = sink.events.index(("written", 0))
-    assert sink.events[:first_row].count(("answered", ANSWER_OK)) >= 4, sink.events
+    assert sink.events[:first_row].count(("answered", Status.OK)) >= 4, sink.events
     assert [e for e in sink.events if e[0] == "written"] == [("written", i) for i in range(5)]
-    assert sink.events.count(("answered", ANSWER_OK)) == 5
+    assert sink.events.count(("answered", Status.OK)) == 5
     assert sink.stats is stats and sink.live is not None
 
 
@@ -71,8 +72,8 @@ def test_stopped_run_counts_not_run_apart(tagger_cli: TaggerCLI) -> None:
     inputs = tagger_cli.small_input(6)
     stats = asyncio.run(run_job(config, scan([inputs]), None, sink, PriceTable()))
     answered = [e[1] for e in sink.events if e[0] == "answered"]
-    assert answered.count(ANSWER_OK) == stats.ok == 2
-    assert answered.count(ANSWER_NOT_RUN) == stats.not_run == 4
+    assert answered.count(Status.OK) == stats.ok == 2
+    assert answered.count(Status.NOT_RUN) == stats.not_run == 4
 
 
 def test_gate_snapshot_reads_in_flight_and_pause() -> None:

@@ -10,20 +10,19 @@ import pytest
 from tagger.errors import ConfigError
 from tagger.prompting.prompts import default_prompts_dir, list_prompts, load_prompt
 from tagger.prompting.taxonomy import load_synonyms, load_taxonomy
-
-REPO_PROMPTS = Path(__file__).resolve().parent.parent / "prompts"
+from tests.harness import PROMPTS_DIR
 
 
 @pytest.fixture()
 def prompts_copy(tmp_path: Path) -> Path:
     """A private copy of the repo's prompts/ that a test may modify."""
     target = tmp_path / "prompts"
-    shutil.copytree(REPO_PROMPTS, target)
+    shutil.copytree(PROMPTS_DIR, target)
     return target
 
 
 def test_list_prompts_finds_both_tag_versions() -> None:
-    refs = [p.ref for p in list_prompts(REPO_PROMPTS)]
+    refs = [p.ref for p in list_prompts(PROMPTS_DIR)]
     assert refs[:2] == ["tag@v1", "tag@v2"]
     assert all(not r.startswith(("taxonomy@", "synonyms@")) for r in refs)
 
@@ -47,32 +46,32 @@ def test_list_sorts_versions_numerically(prompts_copy: Path) -> None:
     ],
 )
 def test_ref_resolution(ref: str | None, expected: str) -> None:
-    assert load_prompt(REPO_PROMPTS, ref).ref == expected
+    assert load_prompt(PROMPTS_DIR, ref).ref == expected
 
 
 def test_unknown_ref_lists_available() -> None:
     with pytest.raises(ConfigError) as info:
-        load_prompt(REPO_PROMPTS, "x@v9")
+        load_prompt(PROMPTS_DIR, "x@v9")
     message = str(info.value)
     assert message.startswith("unknown prompt 'x@v9'; available: tag@v1, tag@v2")
     assert "tagger prompts" in message
     with pytest.raises(ConfigError, match="unknown prompt 'tag@v9'"):
-        load_prompt(REPO_PROMPTS, "tag@v9")
+        load_prompt(PROMPTS_DIR, "tag@v9")
 
 
 def test_prompt_fields_and_params() -> None:
-    prompt = load_prompt(REPO_PROMPTS, "tag@v1")
+    prompt = load_prompt(PROMPTS_DIR, "tag@v1")
     assert prompt.name == "tag" and prompt.version == "v1"
     assert prompt.params == {"temperature": 0.0, "max_tokens": 400}
     assert prompt.taxonomy_version == "v1"
     assert len(prompt.hash) == 12 and int(prompt.hash, 16) >= 0
-    assert prompt.path == REPO_PROMPTS / "tag" / "v1.toml"
+    assert prompt.path == PROMPTS_DIR / "tag" / "v1.toml"
     assert prompt.description
 
 
 def test_hash_changes_with_content(prompts_copy: Path) -> None:
     before = load_prompt(prompts_copy, "tag@v1")
-    assert before.hash == load_prompt(REPO_PROMPTS, "tag@v1").hash
+    assert before.hash == load_prompt(PROMPTS_DIR, "tag@v1").hash
     path = prompts_copy / "tag" / "v1.toml"
     path.write_text(path.read_text().replace("expert", "experienced", 1))
     after = load_prompt(prompts_copy, "tag@v1")
@@ -82,7 +81,7 @@ def test_hash_changes_with_content(prompts_copy: Path) -> None:
 
 @pytest.mark.parametrize("ref", ["tag@v1", "tag@v2"])
 def test_render_substitutes_and_keeps_abstract_verbatim(ref: str) -> None:
-    prompt = load_prompt(REPO_PROMPTS, ref)
+    prompt = load_prompt(PROMPTS_DIR, ref)
     abstract = "We pay $5 for ${x} and $abstract, with {braces} and {{more}} $$."
     messages = prompt.render(
         abstract=abstract,
@@ -101,7 +100,7 @@ def test_render_substitutes_and_keeps_abstract_verbatim(ref: str) -> None:
 
 
 def test_render_without_title_has_no_title_line() -> None:
-    user = load_prompt(REPO_PROMPTS, "tag@v1").render(
+    user = load_prompt(PROMPTS_DIR, "tag@v1").render(
         abstract="Text.", title=None, areas="x", format_instructions=""
     )[1]["content"]
     assert "Title:" not in user
@@ -138,7 +137,7 @@ def test_default_prompts_dir_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     assert default_prompts_dir() == tmp_path
     monkeypatch.delenv("TAGGER_PROMPTS_DIR")
     monkeypatch.chdir(tmp_path)  # no ./prompts here: fall back to the package's
-    assert default_prompts_dir() == REPO_PROMPTS
+    assert default_prompts_dir() == PROMPTS_DIR
 
 
 def test_missing_prompts_dir(tmp_path: Path) -> None:
@@ -147,7 +146,7 @@ def test_missing_prompts_dir(tmp_path: Path) -> None:
 
 
 def test_taxonomy_areas() -> None:
-    taxonomy = load_taxonomy(REPO_PROMPTS, "v1")  # v2 (newest) is v1 with short descriptions
+    taxonomy = load_taxonomy(PROMPTS_DIR, "v1")  # v2 (newest) is v1 with short descriptions
     assert taxonomy.version == "v1"
     assert 18 <= len(taxonomy.areas) <= 24
     assert "other" in taxonomy.ids
@@ -170,7 +169,7 @@ def test_taxonomy_areas() -> None:
     ],
 )
 def test_taxonomy_resolve(value: str, expected: str | None) -> None:
-    assert load_taxonomy(REPO_PROMPTS).resolve(value) == expected
+    assert load_taxonomy(PROMPTS_DIR).resolve(value) == expected
 
 
 def test_taxonomy_requires_other(prompts_copy: Path) -> None:
@@ -183,7 +182,7 @@ def test_taxonomy_requires_other(prompts_copy: Path) -> None:
 
 
 def test_synonyms_load_and_canonical(tmp_path: Path) -> None:
-    synonyms = load_synonyms(REPO_PROMPTS)
+    synonyms = load_synonyms(PROMPTS_DIR)
     assert synonyms.version == "v1" and len(synonyms.mapping) >= 30
     assert synonyms.canonical("Large  Language Models") == "LLM"
     assert synonyms.canonical("low rank adaptation") == "LoRA"

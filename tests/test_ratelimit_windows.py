@@ -10,7 +10,6 @@ import itertools
 import logging
 import math
 import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,22 +17,14 @@ import pytest
 from tagger.sending.gate import MAX_PAUSE_SECONDS, SendGate
 from tagger.sending.pacing import Pacer
 from tests.fakeserver import FakeLLM
-from tests.scalehelpers import assert_rows_match, fake, read_manifest, read_rows, run_args, run_cli
+from tests.harness import run_args, run_cli
+from tests.scalehelpers import assert_rows_match, read_manifest, read_rows
 from tests.scalehelpers import write_inputs as write_abstracts
 
 PER_MINUTE = 1200  # enforced as 20 in any sliding second: quick, and the same ratios as 600 RPM
 # The runs are short and skip the cache: the headroom leaves ~30 ms a second for jitter, and a
 # busy machine's stalls (an fsync, a descheduled process) are what could use it up. Whether the
 # limit is used well (>= 95%) is measured by bench/ratelimit.py, not here.
-
-
-@pytest.fixture
-def llm() -> Iterator[FakeLLM]:
-    server = fake()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _per_second(llm: FakeLLM, rpm: int | None = None, tpm: int | None = None) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from tagger.config import ClientConfig
 from tagger.sending.models import list_models
-from tests.conftest import PROMPTS_DIR, TaggerCLI, seed_texts, taxonomy_ids
+from tests.harness import PROMPTS_DIR, TaggerCLI, seed_texts, taxonomy_ids
 
 LOCAL_URL = os.environ.get("TAGGER_TEST_LOCAL_URL", "").strip()
 pytestmark = [

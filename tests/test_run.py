@@ -9,7 +9,8 @@ from typing import Any
 import openai
 import pytest
 
-from tests.conftest import (
+from tests.fakeserver import Recorded, first_user_message
+from tests.harness import (
     PROMPTS_DIR,
     SEEDS_DIR,
     TaggerCLI,
@@ -17,7 +18,6 @@ from tests.conftest import (
     seed_texts,
     taxonomy_ids,
 )
-from tests.fakeserver import Recorded, first_user_message
 
 ROW_FIELDS = (
     "id", "source", "index", "venue", "year", "abstract", "summary", "task_area",

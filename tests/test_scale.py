@@ -8,35 +8,20 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.fakeserver import FakeLLM, Recorded
+from tests.harness import SAFETY_TIMEOUT, StartTagger, run_args, run_cli, wait_until
 from tests.scalehelpers import (
-    SAFETY_TIMEOUT,
     Inputs,
     assert_rows_match,
-    fake,
-    popen,
     read_manifest,
     read_rows,
     requests_by_id,
-    run_args,
-    run_cli,
-    wait_until,
     write_inputs,
 )
-
-
-@pytest.fixture
-def llm() -> Iterator[FakeLLM]:
-    server = fake()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _chat(llm: FakeLLM) -> list[Recorded]:
@@ -288,7 +273,9 @@ def test_max_cost_stops_early_and_rerun_finishes_from_cache(tmp_path: Path, llm:
 # -- 7. one 429 pauses every sender --------------------------------------------------------------
 
 
-def test_a_429_pauses_every_sender(tmp_path: Path, llm: FakeLLM) -> None:
+def test_a_429_pauses_every_sender(
+    tmp_path: Path, llm: FakeLLM, tagger_process: StartTagger
+) -> None:
     pause, concurrency = 0.5, 4
     llm.retry_after = pause
     inputs = write_inputs(tmp_path / "in.jsonl", 40, seed=8)
@@ -301,23 +288,18 @@ def test_a_429_pauses_every_sender(tmp_path: Path, llm: FakeLLM) -> None:
     # The fake answers only when told: when the 429 goes out every other slot has a request
     # waiting at the server, so only the slot the 429 frees could send before the pause ends.
     llm.hold()
-    proc = popen(args, tmp_path, log)
-    try:
-        wait_until(lambda: len(llm.held) >= 1, "the mode probe", proc, log)
-        llm.release()
-        wait_until(lambda: len(llm.held) >= concurrency, "every slot busy", proc, log)
-        victim = requests_by_id(llm.held[:1], inputs).popitem()[0]
-        llm.script(["429"], match=inputs.text_of(victim))
-        released_at = time.monotonic()
-        [limited] = llm.release(match=inputs.text_of(victim))
-        # The next request to arrive, whichever it is, shows when sending resumed.
-        wait_until(lambda: len(_chat(llm)) > concurrency + 1, "a request after the 429", proc, log)
-        llm.stop_holding()
-        assert proc.wait(SAFETY_TIMEOUT) == 0, log.read_text(errors="replace")[-3000:]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    proc = tagger_process(args, tmp_path, log)
+    wait_until(lambda: len(llm.held) >= 1, "the mode probe", proc, log)
+    llm.release()
+    wait_until(lambda: len(llm.held) >= concurrency, "every slot busy", proc, log)
+    victim = requests_by_id(llm.held[:1], inputs).popitem()[0]
+    llm.script(["429"], match=inputs.text_of(victim))
+    released_at = time.monotonic()
+    [limited] = llm.release(match=inputs.text_of(victim))
+    # The next request to arrive, whichever it is, shows when sending resumed.
+    wait_until(lambda: len(_chat(llm)) > concurrency + 1, "a request after the 429", proc, log)
+    llm.stop_holding()
+    assert proc.wait(SAFETY_TIMEOUT) == 0, log.read_text(errors="replace")[-3000:]
 
     rows = read_rows(out)
     assert_rows_match(rows, inputs)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,18 +18,17 @@ from tagger.prompting.schema import (
     normalise_tag,
 )
 from tagger.prompting.taxonomy import Synonyms, Taxonomy, load_synonyms, load_taxonomy
-
-REPO_PROMPTS = Path(__file__).resolve().parent.parent / "prompts"
+from tests.harness import PROMPTS_DIR
 
 
 @pytest.fixture(scope="module")
 def taxonomy() -> Taxonomy:
-    return load_taxonomy(REPO_PROMPTS)
+    return load_taxonomy(PROMPTS_DIR)
 
 
 @pytest.fixture(scope="module")
 def synonyms() -> Synonyms:
-    return load_synonyms(REPO_PROMPTS)
+    return load_synonyms(PROMPTS_DIR)
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from typer.testing import Result
 
-from tests.conftest import TEST_KEY, TaggerCLI, one_line, taxonomy_ids
 from tests.fakeserver import FakeLLM
+from tests.harness import TEST_KEY, TaggerCLI, one_line
 
 FRAGMENTS = {"key": TEST_KEY, "first 12": TEST_KEY[:12], "last 8": TEST_KEY[-8:]}
 
@@ -48,12 +48,12 @@ def test_key_absent_after_normal_run(tagger_cli: TaggerCLI) -> None:
 
 
 def test_key_absent_after_unauthorized_run(tagger_cli: TaggerCLI) -> None:
-    with FakeLLM(areas=taxonomy_ids(), api_key="sk-the-right-key-000") as fake:
-        tagger_cli.fake = fake
-        result = tagger_cli.run(inputs=[tagger_cli.small_input(5)])
-        assert result.exit_code != 0
-        assert "401" in result.stderr
-        _assert_key_was_sent(fake)
+    fake = tagger_cli.fake
+    fake.api_key = "sk-the-right-key-000"  # not TEST_KEY, which tagger sends
+    result = tagger_cli.run(inputs=[tagger_cli.small_input(5)])
+    assert result.exit_code != 0
+    assert "401" in result.stderr
+    _assert_key_was_sent(fake)
     _assert_no_key(tagger_cli, result, wrote=False)  # a refused key leaves no output behind
 
 

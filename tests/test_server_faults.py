@@ -15,8 +15,7 @@ from pydantic import SecretStr
 from tagger.config import ClientConfig, Mode
 from tagger.sending.client import AttemptBudget, LLMClient
 from tagger.sending.gate import SendGate
-from tests.conftest import TaggerCLI, one_line, seed_texts, taxonomy_ids
-from tests.fakeserver import FakeLLM
+from tests.harness import StartFake, TaggerCLI, one_line, seed_texts
 
 SERVER_500 = "The server had an error while processing your request. Sorry about that!"
 
@@ -82,40 +81,40 @@ def test_dropped_connections_before_any_answer_stop_the_run(tagger_cli: TaggerCL
 
 
 def test_after_401_no_further_request(tagger_cli: TaggerCLI) -> None:
-    with FakeLLM(areas=taxonomy_ids(), api_key="sk-the-right-key-000") as fake:
-        tagger_cli.fake = fake
-        result = tagger_cli.run("--concurrency", "1", "-o", "-")
-        assert result.exit_code == 2, result.output
-        assert "refused the API key (HTTP 401)" in one_line(result.stderr)
-        assert [r.status for r in fake.history] == [401], "a request went out after the 401"
+    fake = tagger_cli.fake
+    fake.api_key = "sk-the-right-key-000"  # not TEST_KEY, which tagger sends
+    result = tagger_cli.run("--concurrency", "1", "-o", "-")
+    assert result.exit_code == 2, result.output
+    assert "refused the API key (HTTP 401)" in one_line(result.stderr)
+    assert [r.status for r in fake.history] == [401], "a request went out after the 401"
 
 
-def test_after_401_the_client_sends_nothing_more() -> None:
+def test_after_401_the_client_sends_nothing_more(fake_server: StartFake) -> None:
     # Whoever asks next (a queued abstract, a retry waking up), the refusal already stopped it:
     # nothing waits for the runner to notice.
-    with FakeLLM(api_key="sk-the-right-key-000") as fake:
-        client = LLMClient(
-            ClientConfig(base_url=fake.base_url, api_key=SecretStr("sk-wrong")), SendGate()
-        )
+    fake = fake_server(api_key="sk-the-right-key-000")
+    client = LLMClient(
+        ClientConfig(base_url=fake.base_url, api_key=SecretStr("sk-wrong")), SendGate()
+    )
 
-        async def two_abstracts() -> list[str]:
-            outcomes = []
-            for _ in range(2):
-                try:
-                    await client.chat(
-                        [{"role": "user", "content": "hi"}],
-                        mode=Mode.TEXT,
-                        schema={},
-                        params={},
-                        budget=AttemptBudget(3),
-                    )
-                except Exception as exc:
-                    outcomes.append(type(exc).__name__)
-            await client.aclose()
-            return outcomes
+    async def two_abstracts() -> list[str]:
+        outcomes = []
+        for _ in range(2):
+            try:
+                await client.chat(
+                    [{"role": "user", "content": "hi"}],
+                    mode=Mode.TEXT,
+                    schema={},
+                    params={},
+                    budget=AttemptBudget(3),
+                )
+            except Exception as exc:
+                outcomes.append(type(exc).__name__)
+        await client.aclose()
+        return outcomes
 
-        assert asyncio.run(two_abstracts()) == ["FatalAPIError", "SendingStopped"]
-        assert [r.status for r in fake.history] == [401]
+    assert asyncio.run(two_abstracts()) == ["FatalAPIError", "SendingStopped"]
+    assert [r.status for r in fake.history] == [401]
 
 
 @pytest.mark.parametrize("fault", ["html", "not_json"])
@@ -147,15 +146,14 @@ def test_http_error_message_is_the_servers_own(tagger_cli: TaggerCLI) -> None:
 
 
 def test_fatal_error_row_names_no_exception_class(tagger_cli: TaggerCLI) -> None:
-    with FakeLLM(areas=taxonomy_ids(), api_key="sk-the-right-key-000") as fake:
-        tagger_cli.fake = fake
-        result = tagger_cli.run("--concurrency", "1", "-o", "-", inputs=[tagger_cli.small_input(3)])
-        assert result.exit_code == 2, result.output
-        rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-        assert len(rows) == 3
-        assert "refused the API key" in rows[0]["error"]
-        for row in rows:
-            assert "Error:" not in row["error"] and "FatalAPIError" not in row["error"], row
+    tagger_cli.fake.api_key = "sk-the-right-key-000"  # not TEST_KEY, which tagger sends
+    result = tagger_cli.run("--concurrency", "1", "-o", "-", inputs=[tagger_cli.small_input(3)])
+    assert result.exit_code == 2, result.output
+    rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == 3
+    assert "refused the API key" in rows[0]["error"]
+    for row in rows:
+        assert "Error:" not in row["error"] and "FatalAPIError" not in row["error"], row
 
 
 def test_cut_off_message_names_the_prompts_max_tokens(tagger_cli: TaggerCLI) -> None:

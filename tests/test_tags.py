@@ -8,15 +8,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from typer.testing import CliRunner
-
-from tagger.cli.app import app
 from tagger.prompting.taxonomy import Synonyms, empty_synonyms, load_synonyms
 from tagger.review.tagstats import acronym, cluster_key, clusters, tag_report, toml_lines
+from tests.harness import PROMPTS_DIR, invoke
 
-ROOT = Path(__file__).resolve().parent.parent
-PROMPTS = ROOT / "prompts"
-runner = CliRunner()
 GNN_VARIANTS = [
     "Graph Neural Networks",
     "graph neural network",
@@ -68,7 +63,7 @@ def test_gnn_variants_form_one_cluster_with_the_most_frequent_canonical() -> Non
 
 
 def test_existing_synonyms_decide_canonical_and_silence_mapped_variants() -> None:
-    synonyms = load_synonyms(PROMPTS)
+    synonyms = load_synonyms(PROMPTS_DIR)
     counts = Counter({"Graph Neural Networks": 3, "GNN": 2, "graph-neural-net": 1})
     (cluster,) = clusters(counts, synonyms)
     assert cluster["canonical"] == "GNN"  # the synonyms file already says so
@@ -110,15 +105,15 @@ def test_tags_cli(tmp_path: Path) -> None:
     run = tmp_path / "run.jsonl"
     rows = rows_with([["Graph Neural Networks", "widgets"], ["graph-neural-network", "Widget"]])
     run.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
-    args = ["tags", str(run), "--prompts-dir", str(PROMPTS)]
-    result = runner.invoke(app, [*args, "--json"])
+    args = ["tags", str(run), "--prompts-dir", str(PROMPTS_DIR)]
+    result = invoke([*args, "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["synonyms_version"] == "v1"
     assert {c["canonical"] for c in report["clusters"]} == {"GNN", "Widget"}
-    result = runner.invoke(app, [*args, "--suggest"])
+    result = invoke([*args, "--suggest"])
     assert result.exit_code == 0, result.output
     # Both GNN spellings are in the v1 file; only the widget pair needs a line.
     assert result.output.splitlines()[1:] == ['"widgets" = "Widget"']
-    result = runner.invoke(app, args)
+    result = invoke(args)
     assert result.exit_code == 0 and "near-duplicates" in result.output

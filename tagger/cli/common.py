@@ -1,14 +1,19 @@
-"""What every command shares: one-line errors with exit codes, stderr output."""
+"""What every command shares: one-line errors and exit codes, stderr output, shared options.
+
+Imported by `tagger --help`: nothing heavy (rich, pydantic, the core) at import time.
+"""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
+from tagger import defaults
 from tagger.errors import TaggerError
 from tagger.redact import redact
 
@@ -18,18 +23,33 @@ if TYPE_CHECKING:
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # what a shell reports for a command killed by SIGPIPE
 
+# --- output on stderr --------------------------------------------------------------------------
+
 
 def stderr_console() -> Console:
+    """A rich console on stderr (where progress, summaries and messages go)."""
     from rich.console import Console
 
     return Console(stderr=True)
 
 
-def say(message: str) -> None:
-    """One unwrapped line on stderr: logs and CI must see it whole."""
+def say(console: Console, message: str) -> None:
+    """One unwrapped line on the console, line breaks shown as \\n: logs and CI see it whole."""
+    from rich.text import Text
+
+    from tagger.terminal import one_line
+
+    console.print(Text(one_line(message)), soft_wrap=True, highlight=False)
+
+
+def print_err(message: str) -> None:
+    """A message on stderr, unwrapped, its line breaks kept, control characters shown."""
     from tagger.terminal import printable
 
     typer.echo(printable(message), err=True)
+
+
+# --- errors ------------------------------------------------------------------------------------
 
 
 @contextmanager
@@ -40,7 +60,7 @@ def errors(secret: str | None = None) -> Iterator[None]:
     except typer.Exit:
         raise
     except KeyboardInterrupt:
-        say("Interrupted: nothing more was done")
+        print_err("Interrupted: nothing more was done")
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except Exception as exc:
         raise typer.Exit(report(exc, secret)) from None
@@ -52,17 +72,17 @@ def report(exc: Exception, secret: str | None) -> int:
 
     if is_broken_pipe(exc):
         _close_stdout()
-        say("Stopped: the output pipe was closed before every row was written")
+        print_err("Stopped: the output pipe was closed before every row was written")
         return EXIT_BROKEN_PIPE
     if isinstance(exc, TaggerError):
-        say(f"Error: {redact(str(exc), secret)}")
+        print_err(f"Error: {redact(str(exc), secret)}")
         return exc.exit_code
     if isinstance(exc, ValidationError):
         problems = "; ".join(_option_problem(e["loc"], e["msg"]) for e in exc.errors())
-        say(f"Error: invalid option: {problems}")
+        print_err(f"Error: invalid option: {problems}")
         return 2
     # A bug, not a user error: one line naming it, no traceback in the user's face.
-    say(f"Error: unexpected failure, please report it: {redact(repr(exc), secret)[:300]}")
+    print_err(f"Error: unexpected failure, please report it: {redact(repr(exc), secret)[:300]}")
     return 1
 
 
@@ -86,3 +106,63 @@ def _option_problem(location: tuple[int | str, ...], message: str) -> str:
     """'--base-url: not a valid URL ...' from pydantic's ('base_url',) and 'Value error, ...'."""
     option = "--" + str(location[-1]).replace("_", "-") if location else "option"
     return f"{option}: {message.removeprefix('Value error, ')}"
+
+
+# --- options shared by several commands (declared without importing the core) -----------------
+
+ModeName = Literal["json_schema", "json_object_schema", "json_object", "text"]
+HttpName = Literal["httpx", "aiohttp"]
+
+PathsArg = Annotated[
+    list[Path],
+    typer.Argument(
+        help="Abstract files (.txt, .jsonl, .csv) or directories of them.", metavar="PATH"
+    ),
+]
+BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        envvar="OPENAI_BASE_URL",
+        help="OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio).",
+        show_default=defaults.BASE_URL,
+        metavar="URL",
+    ),
+]
+ApiKeyOpt = Annotated[
+    str | None,
+    typer.Option(
+        envvar="OPENAI_API_KEY",
+        help="API key; better put in .env. Local servers accept anything.",
+        show_default=False,
+        metavar="KEY",
+    ),
+]
+PromptsDirOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--prompts-dir",
+        envvar="TAGGER_PROMPTS_DIR",
+        help="Directory of prompts, taxonomies and synonyms.",
+        show_default="./prompts, else the installed copy",
+        metavar="DIR",
+    ),
+]
+
+
+def _named_directory(raw: str | Path) -> Path:
+    """An option's directory; an empty one would silently mean the current directory."""
+    if not str(raw).strip():
+        raise typer.BadParameter("empty: name a directory")
+    return Path(raw)
+
+
+CacheDirOpt = Annotated[
+    Path,
+    typer.Option(
+        "--cache-dir",
+        envvar="TAGGER_CACHE_DIR",
+        help="Answer cache directory.",
+        metavar="DIR",
+        parser=_named_directory,
+    ),
+]

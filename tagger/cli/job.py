@@ -9,16 +9,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from pydantic import SecretStr
 
-from tagger.cli.common import EXIT_INTERRUPTED, errors, is_broken_pipe, stderr_console
+from tagger.cli.common import EXIT_INTERRUPTED, errors, is_broken_pipe, say, stderr_console
 from tagger.cli.logs import logs_on_stderr
-from tagger.cli.progress import BarProgress, print_dry_run, print_summary, say
+from tagger.cli.progress import BarProgress
+from tagger.cli.tables import print_dry_run, print_summary
 from tagger.config import ClientConfig, HttpBackend, Mode, RunConfig
 from tagger.errors import UsageError
+
+if TYPE_CHECKING:
+    from tagger.cli.batchrun import BatchOptions
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,8 @@ class RunOptions:
     dry_run: bool
     verbose: bool
     quiet: bool
+    batch: BatchOptions | None = None  # None or not enabled: a live run
+    no_logprobs: bool = False
 
     def config(self) -> RunConfig:
         """The validated run configuration."""
@@ -65,6 +71,7 @@ class RunOptions:
                 http=HttpBackend(self.http),
                 rpm=self.rpm,
                 tpm=self.tpm,
+                logprobs=not self.no_logprobs,
             ),
             prompts_dir=self.prompts_dir or default_prompts_dir(),
             prompt_ref=self.prompt,
@@ -76,6 +83,7 @@ class RunOptions:
             refresh=self.refresh,
             max_cost=self.max_cost,
             max_requests=self.max_requests,
+            batch=self.batch.config() if self.batch is not None else None,
         )
 
     @property
@@ -88,6 +96,7 @@ class RunOptions:
 
 def run_command(options: RunOptions) -> None:
     """Check everything, read the inputs, run, summarise; exit 0, 1, 2 or 130."""
+    from tagger.cli.batchrun import print_batch_estimate, run_batch
     from tagger.files.abstracts import scan
     from tagger.pipeline.job import dry_run as plan_dry_run
     from tagger.pipeline.job import require_key, run_job
@@ -110,6 +119,11 @@ def run_command(options: RunOptions) -> None:
             with _interruptible("during the dry run; nothing was sent"):
                 report = plan_dry_run(config, scanned, price_table)
             print_dry_run(console, report)
+            if config.batch is not None:
+                print_batch_estimate(console, report, config, price_table)
+            return
+        if config.batch is not None:
+            run_batch(options, config, scanned, price_table, console)
             return
         destination = None if str(options.output) == "-" else options.output
         sink = BarProgress(console, scanned.count, show=not options.quiet)

@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tagger.cli.common import errors
-from tagger.cli.options import ApiKeyOpt, BaseUrlOpt
+from tagger.cli.common import ApiKeyOpt, BaseUrlOpt, errors
 
 
 def models(
@@ -38,8 +37,3 @@ def models(
             typer.echo("the server lists no models", err=True)
         else:
             typer.echo("\n".join(names))
-
-
-def register_models_command(app: typer.Typer) -> None:
-    """Add `tagger models` to the main app."""
-    app.command("models")(models)

@@ -1,14 +1,12 @@
-"""What `tagger run` shows on stderr: the progress line and the summary."""
+"""What `tagger run` shows on stderr while it runs: the progress line."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import typer
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -19,14 +17,12 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.progress import Task as ProgressTask
-from rich.table import Table
 from rich.text import Text
 
-from tagger.pipeline.progress import ANSWER_FAILED, ANSWER_NOT_RUN, ANSWER_OK, LiveCounts
-from tagger.terminal import cell, one_line, printable
+from tagger.pipeline.outcome import Status
+from tagger.pipeline.progress import LiveCounts
 
 if TYPE_CHECKING:
-    from tagger.pipeline.job import DryRunReport
     from tagger.pipeline.live import RunStats
 
 
@@ -47,7 +43,7 @@ class BarProgress:
 
     def __init__(self, console: Console, total: int, *, show: bool) -> None:
         self.total = total
-        self.counts = {ANSWER_OK: 0, ANSWER_FAILED: 0, ANSWER_NOT_RUN: 0}
+        self.counts = dict.fromkeys(Status, 0)
         self.stats: RunStats | None = None
         self._live: Callable[[], LiveCounts] | None = None
         self._progress: Progress | None = None
@@ -89,10 +85,10 @@ class BarProgress:
         if self._progress is not None:
             self._progress.start()
 
-    def answered(self, status: str) -> None:
+    def answered(self, status: Status) -> None:
         """Count one outcome; the bar moves for answers (ok or failed), not for rows not run."""
         self.counts[status] += 1
-        if self._progress is not None and status != ANSWER_NOT_RUN:
+        if self._progress is not None and status != Status.NOT_RUN:
             self._progress.update(self._task, advance=1)
 
     def written(self, row: dict[str, Any]) -> None:
@@ -103,50 +99,3 @@ class BarProgress:
         self.stats = stats
         if self._progress is not None:
             self._progress.refresh()
-
-
-def print_summary(
-    console: Console,
-    stats: RunStats,
-    output: Path | None,
-    *,
-    quiet: bool = False,
-    say_stop: bool = True,
-) -> None:
-    """The end-of-run table, where the output went, and (say_stop) why the run stopped."""
-    from tagger.pipeline.job import summarise
-
-    if not quiet:
-        table = Table(title="tagger run", show_header=False)
-        for label, value in summarise(stats):
-            table.add_row(label, cell(value))
-        console.print(table)
-        if output is not None and not stats.kept_output:  # else a warning said why not
-            say(console, f"wrote {output}")
-    if stats.stop_reason and say_stop:
-        advice = stats.stop_advice or "rerun the same command to finish"
-        say(console, f"Stopped: {stats.stop_reason}; {advice}")
-    elif quiet and stats.failed and say_stop:
-        say(console, f"Error: {stats.failed} of {stats.items} abstracts failed (see 'error')")
-
-
-def print_dry_run(console: Console, report: DryRunReport) -> None:
-    """The --dry-run estimate on stderr, the first prompt on stdout."""
-    cost = "n/a (unknown model price)" if report.cost is None else f"${report.cost:.4f}"
-    table = Table(title="tagger run --dry-run (nothing sent)", show_header=False)
-    table.add_row("abstracts", str(report.items))
-    table.add_row("unique", str(report.unique))
-    table.add_row("already cached", str(report.cached))
-    table.add_row("to send", str(report.unique - report.cached))
-    table.add_row("estimated tokens", f"{report.prompt_tokens} in / {report.completion_tokens} out")
-    table.add_row("estimated cost", cost)
-    console.print(table)
-    if report.first_messages:
-        typer.echo("--- first prompt ---")
-        for message in report.first_messages:
-            typer.echo(printable(f"[{message['role']}]\n{message['content']}\n"))
-
-
-def say(console: Console, message: str) -> None:
-    """One unwrapped line on stderr, shown as is: logs and CI must see it whole."""
-    console.print(Text(one_line(message)), soft_wrap=True, highlight=False)

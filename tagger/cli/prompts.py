@@ -3,63 +3,58 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.table import Table
+from tagger.cli.common import PromptsDirOpt, errors
 
-from tagger.prompting.prompts import list_prompts, load_prompt, versioned_files
-from tagger.prompting.taxonomy import load_synonyms, load_taxonomy
-from tagger.terminal import cell
-
-DEFAULT_MARK = "default"
+if TYPE_CHECKING:
+    from tagger.cli.tables import VersionRow
 
 
-def print_prompts(prompts_dir: Path) -> None:
-    """Print one table each for prompts, taxonomies and synonyms."""
-    console = Console()
-    found = list_prompts(prompts_dir)
-    default_prompt = load_prompt(prompts_dir, None).ref if found else None
-    prompts = Table(
-        "prompt", "hash", "taxonomy", "", "description", title=f"prompts in {prompts_dir}"
-    )
-    for item in found:
-        prompts.add_row(
-            cell(item.ref),
-            item.hash,
-            cell(item.taxonomy_version or "newest"),
-            DEFAULT_MARK if item.ref == default_prompt else "",
-            cell(item.description),
+def prompts(prompts_dir: PromptsDirOpt = None) -> None:
+    """List the prompt, taxonomy and synonyms versions; mark the defaults."""
+    with errors():
+        from tagger.cli.tables import print_prompts
+        from tagger.prompting.prompts import default_prompts_dir, list_prompts, load_prompt
+
+        directory = prompts_dir or default_prompts_dir()
+        found = list_prompts(directory)
+        default_prompt = load_prompt(directory, None).ref if found else None
+        print_prompts(
+            directory, found, default_prompt, _taxonomies(directory), _synonyms(directory)
         )
-    console.print(prompts)
 
-    taxonomies = Table("taxonomy", "hash", "areas", "", title="taxonomies")
+
+def _taxonomies(prompts_dir: Path) -> list[VersionRow]:
+    from tagger.cli.tables import VersionRow
+    from tagger.prompting.taxonomy import load_taxonomy
+
     versions = _versions(prompts_dir / "taxonomy")
+    rows = []
     for version in versions:
         taxonomy = load_taxonomy(prompts_dir, version)
-        mark = DEFAULT_MARK if version == versions[-1] else ""
-        taxonomies.add_row(version, taxonomy.hash, str(len(taxonomy.areas)), mark)
-    console.print(taxonomies)
+        rows.append(
+            VersionRow(version, taxonomy.hash, len(taxonomy.areas), version == versions[-1])
+        )
+    return rows
 
-    synonyms = Table("synonyms", "hash", "entries", "", title="synonyms")
+
+def _synonyms(prompts_dir: Path) -> list[VersionRow]:
+    from tagger.cli.tables import VersionRow
+    from tagger.prompting.taxonomy import load_synonyms
+
     versions = _versions(prompts_dir / "synonyms")
+    rows = []
     for version in versions:
         loaded = load_synonyms(prompts_dir, version)
-        mark = DEFAULT_MARK if version == versions[-1] else ""
-        synonyms.add_row(version, loaded.hash, str(len(loaded.mapping)), mark)
-    if not versions:
-        synonyms.add_row("none", "", "0", DEFAULT_MARK)
-    console.print(synonyms)
-    console.print(
-        "tagger run uses the default prompt unless --prompt NAME@VERSION, the taxonomy the "
-        "prompt names (else the default) and the default synonyms; review commands take "
-        "--synonyms VERSION.",
-        highlight=False,
-        markup=False,
-    )
+        rows.append(VersionRow(version, loaded.hash, len(loaded.mapping), version == versions[-1]))
+    return rows
 
 
 def _versions(directory: Path) -> list[str]:
-    """'vN' of every versioned file in directory, oldest first."""
+    """'vN' of every versioned file in directory, oldest first (the newest is the default)."""
+    from tagger.prompting.prompts import versioned_files
+
     if not directory.is_dir():
         return []
     return [f"v{number}" for number, _ in versioned_files(directory)]

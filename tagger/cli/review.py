@@ -2,94 +2,27 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from tagger.cli.common import errors
+from tagger.cli.common import PromptsDirOpt, errors, print_err
+from tagger.cli.runfiles import (
+    GoldOpt,
+    JsonOpt,
+    RunArg,
+    SynonymsOpt,
+    load_synonyms_for,
+    load_taxonomy_for,
+    read_gold,
+    read_runs,
+)
 from tagger.terminal import json_text
 
 if TYPE_CHECKING:
-    from tagger.prompting.taxonomy import Synonyms, Taxonomy
-
-RunArg = Annotated[Path, typer.Argument(help="A `tagger run` output file (JSONL).")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
-PromptsDirOpt = Annotated[
-    Path | None,
-    typer.Option("--prompts-dir", envvar="TAGGER_PROMPTS_DIR", help="Where prompts live."),
-]
-SynonymsOpt = Annotated[
-    str | None, typer.Option("--synonyms", help="Synonyms version, e.g. v1 (default newest).")
-]
-GoldOpt = Annotated[Path | None, typer.Option("--gold", help="Gold set (JSONL).")]
-
-
-def _synonyms(prompts_dir: Path | None, version: str | None) -> Synonyms:
-    from tagger.prompting.prompts import default_prompts_dir
-    from tagger.prompting.taxonomy import load_synonyms
-
-    return load_synonyms(prompts_dir or default_prompts_dir(), version)
-
-
-def _taxonomy(prompts_dir: Path | None, version: str | None) -> Taxonomy:
-    from tagger.prompting.prompts import default_prompts_dir
-    from tagger.prompting.taxonomy import load_taxonomy
-
-    return load_taxonomy(prompts_dir or default_prompts_dir(), version)
-
-
-_SHEET_SUFFIXES = (".csv", ".xlsx", ".xls", ".tsv", ".ods")
-_GIVE_RUN = "give the JSONL file `tagger run -o` wrote (e.g. tagged.jsonl)"
-
-
-def _runs(*paths: Path) -> list[list[dict[str, Any]]]:
-    """Read `tagger run` outputs; a review sheet given instead gets told apart with a next step."""
-    from tagger.errors import UsageError
-    from tagger.review.gold import read_jsonl
-
-    runs = []
-    for path in paths:
-        if path.suffix.lower() in _SHEET_SUFFIXES:
-            raise UsageError(f"{path} is a sheet, not a run: {_GIVE_RUN}")
-        if not path.exists():
-            raise UsageError(f"{path}: no such file: {_GIVE_RUN}")
-        rows = read_jsonl(path)
-        if not any("status" in row for row in rows):
-            raise UsageError(
-                f"{path} has no 'status' field: not a run (a gold set goes after --gold); "
-                f"{_GIVE_RUN}"
-            )
-        runs.append(rows)
-    return runs
-
-
-def _gold(path: Path, prompts_dir: Path | None, synonyms: Synonyms) -> list[dict[str, Any]]:
-    """Read a gold set and validate it against the taxonomy it was labelled with."""
-    from tagger.errors import UsageError
-    from tagger.review.gold import check_gold_rows, gold_taxonomy_version, read_jsonl
-
-    if path.suffix.lower() in _SHEET_SUFFIXES:
-        raise UsageError(
-            f"--gold {path}: a gold set is JSONL; make one from the reviewed sheet with "
-            f"`tagger gold import {path} -o gold.jsonl`"
-        )
-    if not path.exists():
-        raise UsageError(
-            f"--gold {path}: no such file; make a gold set with "
-            "`tagger gold import review.csv -o gold.jsonl`"
-        )
-    rows = read_jsonl(path, "gold")
-    taxonomy = _taxonomy(prompts_dir, gold_taxonomy_version(rows))
-    return check_gold_rows(str(path), rows, taxonomy, synonyms)
-
-
-def _note(message: str) -> None:
-    from rich.console import Console
-
-    from tagger.terminal import printable
-
-    Console(stderr=True).print(printable(message), highlight=False, markup=False, soft_wrap=True)
+    pass
 
 
 def export(
@@ -112,12 +45,15 @@ def export(
 
     with errors():
         kind = sheet_format(output)
-        (rows,) = _runs(run_file)
+        (rows,) = read_runs(run_file)
+        from tagger.review.charts import add_count_charts
+
         counts = count_rows(rows) if kind == "xlsx" else None
+        sheet_rows = [run_row_to_sheet(r) for r in rows]
         write_sheet(
-            output, SHEET_COLUMNS, [run_row_to_sheet(r) for r in rows], bom=bom, counts=counts
+            output, SHEET_COLUMNS, sheet_rows, bom=bom, counts=counts, extend=add_count_charts
         )
-        _note(f"wrote {len(rows)} rows to {output}")
+        print_err(f"wrote {len(rows)} rows to {output}")
 
 
 def gold_import(
@@ -134,8 +70,9 @@ def gold_import(
     prompts_dir: PromptsDirOpt = None,
 ) -> None:
     """Validate a reviewed sheet and write its reviewed rows as a gold set."""
+    from tagger.files.jsonl import write_rows
     from tagger.files.sheets import read_sheet
-    from tagger.review.gold import import_sheet, sheet_taxonomy_version, write_jsonl
+    from tagger.review.gold import import_sheet, sheet_taxonomy_version
 
     with errors():
         if sheet.suffix.lower() == ".jsonl":
@@ -147,8 +84,8 @@ def gold_import(
             )
         header, rows = read_sheet(sheet)
         version = taxonomy_version or sheet_taxonomy_version(rows)
-        taxonomy = _taxonomy(prompts_dir, version)
-        synonyms = _synonyms(prompts_dir, synonyms_version)
+        taxonomy = load_taxonomy_for(prompts_dir, version)
+        synonyms = load_synonyms_for(prompts_dir, synonyms_version)
         result = import_sheet(sheet.name, header, rows, taxonomy, synonyms, take_all=all_rows)
         if not result.rows:
             from tagger.errors import UsageError
@@ -157,27 +94,38 @@ def gold_import(
                 f"{sheet}: no reviewed rows; mark checked rows with y in the 'reviewed' column "
                 "(or pass --all)"
             )
-        write_jsonl(output, result.rows)
+        write_rows(output, result.rows)
         skipped = f"; {result.skipped} unreviewed skipped" if result.skipped else ""
-        _note(f"wrote {len(result.rows)} gold rows to {output}{skipped}")
+        print_err(f"wrote {len(result.rows)} gold rows to {output}{skipped}")
 
 
 def eval_command(
     run_file: RunArg,
     gold: Annotated[Path, typer.Option("--gold", help="Gold set (JSONL).")],
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Also write the report to .xlsx.")
+    ] = None,
     as_json: JsonOpt = False,
     synonyms_version: SynonymsOpt = None,
     prompts_dir: PromptsDirOpt = None,
 ) -> None:
-    """Score a run against a gold set: coverage, task-area accuracy, tag P/R/F1, summaries."""
+    """Score a run against a gold set, with 95% intervals: coverage, accuracy, tags, summaries."""
     from tagger.cli.tables import print_eval
+    from tagger.review.charts import write_eval_book
     from tagger.review.evaluate import evaluate
 
     with errors():
-        (run_rows,) = _runs(run_file)
-        synonyms = _synonyms(prompts_dir, synonyms_version)
-        gold_rows = _gold(gold, prompts_dir, synonyms)
+        if output is not None and output.suffix.lower() != ".xlsx":
+            from tagger.errors import UsageError
+
+            raise UsageError(f"-o {output}: eval writes .xlsx (a sheet per table, with charts)")
+        (run_rows,) = read_runs(run_file)
+        synonyms = load_synonyms_for(prompts_dir, synonyms_version)
+        gold_rows = read_gold(gold, prompts_dir, synonyms)
         report = evaluate(run_rows, gold_rows, synonyms)
+        if output is not None:
+            write_eval_book(output, report)
+            print_err(f"wrote the report to {output}")
         if as_json:
             typer.echo(json_text(report))
             return
@@ -210,18 +158,21 @@ def compare(
     with errors():
         if output is not None:
             sheet_format(output)  # fail on a bad suffix before any work
-        synonyms = _synonyms(prompts_dir, synonyms_version)
-        a_rows, b_rows = _runs(a_file, b_file)
+        synonyms = load_synonyms_for(prompts_dir, synonyms_version)
+        a_rows, b_rows = read_runs(a_file, b_file)
         report: dict[str, Any] = {"a_file": str(a_file), "b_file": str(b_file)}
         report |= compare_runs(a_rows, b_rows, synonyms)
         if gold is not None:
-            gold_rows = _gold(gold, prompts_dir, synonyms)
+            gold_rows = read_gold(gold, prompts_dir, synonyms)
             report["eval_a"] = evaluate(a_rows, gold_rows, synonyms)
             report["eval_b"] = evaluate(b_rows, gold_rows, synonyms)
             report["verdicts"] = winners(report["eval_a"], report["eval_b"])
         if output is not None:
-            write_sheet(output, DIFF_COLUMNS, diff_sheet_rows(report["rows"]), title="compare")
-            _note(f"wrote {len(report['rows'])} compared rows to {output}")
+            from tagger.review.charts import add_compare_sheets
+
+            diff, add_sheets = diff_sheet_rows(report["rows"]), partial(add_compare_sheets, report)
+            write_sheet(output, DIFF_COLUMNS, diff, title="compare", extend=add_sheets)
+            print_err(f"wrote {len(report['rows'])} compared rows to {output}")
         if as_json:
             typer.echo(json_text(report))
             return
@@ -243,8 +194,8 @@ def tags(
     from tagger.review.tagstats import tag_report, toml_lines
 
     with errors():
-        (run_rows,) = _runs(run_file)
-        synonyms = _synonyms(prompts_dir, synonyms_version)
+        (run_rows,) = read_runs(run_file)
+        synonyms = load_synonyms_for(prompts_dir, synonyms_version)
         report = tag_report(run_rows, synonyms)
         if as_json:
             typer.echo(json_text(report))

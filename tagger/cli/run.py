@@ -8,8 +8,7 @@ from typing import Annotated
 import typer
 
 from tagger import defaults
-from tagger.cli.options import (
-    DEFAULT_MODEL,
+from tagger.cli.common import (
     ApiKeyOpt,
     BaseUrlOpt,
     CacheDirOpt,
@@ -31,7 +30,7 @@ def run(
         typer.Option(
             envvar="TAGGER_MODEL", help="Model name as the server knows it.", metavar="NAME"
         ),
-    ] = DEFAULT_MODEL,
+    ] = defaults.MODEL,
     base_url: BaseUrlOpt = None,
     api_key: ApiKeyOpt = None,
     prompt: Annotated[
@@ -104,7 +103,7 @@ def run(
         int,
         typer.Option(help="Times an invalid answer is sent back with its error.", metavar="N"),
     ] = defaults.REPAIR_TURNS,
-    cache_dir: CacheDirOpt = Path("cache"),
+    cache_dir: CacheDirOpt = defaults.CACHE_DIR,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Neither read nor write the answer cache.")
     ] = False,
@@ -141,9 +140,44 @@ def run(
     http: Annotated[
         HttpName, typer.Option(envvar="TAGGER_HTTP", help="The SDK's HTTP transport.")
     ] = "httpx",
+    no_logprobs: Annotated[
+        bool,
+        typer.Option(
+            "--no-logprobs",
+            help="Ask for no token log-probabilities: rows get no task-area confidence.",
+        ),
+    ] = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Count, estimate cost, show a prompt; send nothing.")
     ] = False,
+    batch: Annotated[
+        bool,
+        typer.Option("--batch", help="Use the Batch API: half price, answers within 24 h."),
+    ] = False,
+    detach: Annotated[
+        bool,
+        typer.Option("--detach", help="With --batch: submit and exit; rerun to collect."),
+    ] = False,
+    finish_live: Annotated[
+        bool,
+        typer.Option("--finish-live", help="With --batch: send repairs and leftovers live."),
+    ] = False,
+    batch_max_requests: Annotated[
+        int,
+        typer.Option(
+            envvar="TAGGER_BATCH_MAX_REQUESTS", hidden=True, help="Requests per batch file."
+        ),
+    ] = defaults.BATCH_MAX_REQUESTS,
+    batch_max_bytes: Annotated[
+        int,
+        typer.Option(envvar="TAGGER_BATCH_MAX_BYTES", hidden=True, help="Bytes per batch file."),
+    ] = defaults.BATCH_MAX_BYTES,
+    batch_poll: Annotated[
+        float,
+        typer.Option(
+            envvar="TAGGER_BATCH_POLL", hidden=True, help="Seconds between looks at the batches."
+        ),
+    ] = defaults.BATCH_POLL_SECONDS,
     verbose: Annotated[
         bool,
         typer.Option("--verbose", "-v", help="Log every retry, repair and pause with its reason."),
@@ -153,6 +187,7 @@ def run(
     ] = False,
 ) -> None:
     """Tag abstracts and write one JSON line per abstract, in input order."""
+    from tagger.cli.batchrun import BatchOptions
     from tagger.cli.job import RunOptions, run_command
 
     run_command(
@@ -178,8 +213,12 @@ def run(
             max_requests=max_requests,
             prices=prices,
             http=http,
+            no_logprobs=no_logprobs,
             dry_run=dry_run,
             verbose=verbose,
             quiet=quiet,
+            batch=BatchOptions(
+                batch, detach, finish_live, batch_max_requests, batch_max_bytes, batch_poll
+            ),
         )
     )

@@ -1,15 +1,129 @@
-"""Rich tables for the review commands' reports (eval, compare, tags)."""
+"""Every rich table the commands print: run summary, dry run, prompts, eval, compare, tags."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+import typer
 from rich.console import Console
 from rich.table import Table
 
+from tagger.cli.common import say
+from tagger.cli.errortables import ci_num, ci_pct, print_error_bars
+from tagger.prompting.schema import MAX_SUMMARY_WORDS
 from tagger.terminal import cell, printable
 
+if TYPE_CHECKING:
+    from tagger.pipeline.job import DryRunReport
+    from tagger.pipeline.live import RunStats
+    from tagger.prompting.prompts import Prompt
+
 _MATRIX_MAX = 5  # more areas than this print as a list
+DEFAULT_MARK = "default"
+
+
+# --- tagger run ---------------------------------------------------------------------------------
+
+
+def print_summary(
+    console: Console,
+    stats: RunStats,
+    output: Path | None,
+    *,
+    quiet: bool = False,
+    say_stop: bool = True,
+) -> None:
+    """The end-of-run table, where the output went, and (say_stop) why the run stopped."""
+    from tagger.pipeline.job import summarise
+
+    if not quiet:
+        table = Table(title="tagger run", show_header=False)
+        for label, value in summarise(stats):
+            table.add_row(label, cell(value))
+        console.print(table)
+        if output is not None and not stats.kept_output:  # else a warning said why not
+            say(console, f"wrote {output}")
+    if stats.stop_reason and say_stop:
+        advice = stats.stop_advice or "rerun the same command to finish"
+        say(console, f"Stopped: {stats.stop_reason}; {advice}")
+    elif quiet and stats.failed and say_stop:
+        say(console, f"Error: {stats.failed} of {stats.items} abstracts failed (see 'error')")
+
+
+def print_dry_run(console: Console, report: DryRunReport) -> None:
+    """The --dry-run estimate on stderr, the first prompt on stdout."""
+    cost = "n/a (unknown model price)" if report.cost is None else f"${report.cost:.4f}"
+    table = Table(title="tagger run --dry-run (nothing sent)", show_header=False)
+    table.add_row("abstracts", str(report.items))
+    table.add_row("unique", str(report.unique))
+    table.add_row("already cached", str(report.cached))
+    table.add_row("to send", str(report.unique - report.cached))
+    table.add_row("estimated tokens", f"{report.prompt_tokens} in / {report.completion_tokens} out")
+    table.add_row("estimated cost", cost)
+    console.print(table)
+    if report.first_messages:
+        typer.echo("--- first prompt ---")
+        for message in report.first_messages:
+            typer.echo(printable(f"[{message['role']}]\n{message['content']}\n"))
+
+
+# --- tagger prompts -----------------------------------------------------------------------------
+
+
+class VersionRow(NamedTuple):
+    """One taxonomy or synonyms version as `tagger prompts` lists it."""
+
+    version: str
+    hash: str
+    size: int  # areas of a taxonomy, entries of a synonyms table
+    default: bool
+
+
+def print_prompts(
+    prompts_dir: Path,
+    prompts: Sequence[Prompt],
+    default_prompt: str | None,
+    taxonomies: Sequence[VersionRow],
+    synonyms: Sequence[VersionRow],
+) -> None:
+    """One table each for prompts, taxonomies and synonyms, defaults marked."""
+    console = Console()
+    listed = Table(
+        "prompt", "hash", "taxonomy", "", "description", title=f"prompts in {prompts_dir}"
+    )
+    for item in prompts:
+        listed.add_row(
+            cell(item.ref),
+            item.hash,
+            cell(item.taxonomy_version or "newest"),
+            DEFAULT_MARK if item.ref == default_prompt else "",
+            cell(item.description),
+        )
+    console.print(listed)
+    console.print(_versions_table("taxonomy", "areas", "taxonomies", taxonomies))
+    synonyms_table = _versions_table("synonyms", "entries", "synonyms", synonyms)
+    if not synonyms:  # running without synonyms is a choice too, and the default then
+        synonyms_table.add_row("none", "", "0", DEFAULT_MARK)
+    console.print(synonyms_table)
+    console.print(
+        "tagger run uses the default prompt unless --prompt NAME@VERSION, the taxonomy the "
+        "prompt names (else the default) and the default synonyms; review commands take "
+        "--synonyms VERSION.",
+        highlight=False,
+        markup=False,
+    )
+
+
+def _versions_table(kind: str, size: str, title: str, rows: Sequence[VersionRow]) -> Table:
+    table = Table(kind, "hash", size, "", title=title)
+    for row in rows:
+        table.add_row(row.version, row.hash, str(row.size), DEFAULT_MARK if row.default else "")
+    return table
+
+
+# --- review commands ----------------------------------------------------------------------------
 
 
 def _pct(value: float | None) -> str:
@@ -27,17 +141,17 @@ def print_eval(report: dict[str, Any], title: str) -> None:
     table = Table(title=cell(title), show_header=False)
     table.add_row("gold ids in run", f"{cov['found']}/{cov['gold']} ({_pct(cov['share'])})")
     table.add_row("errored in run", str(cov["errored"]))
-    table.add_row(
-        "task-area accuracy", f"{area['correct']}/{area['evaluated']} ({_pct(area['accuracy'])})"
-    )
-    table.add_row("tag precision", _num(tags["precision"]))
-    table.add_row("tag recall", _num(tags["recall"]))
-    table.add_row("tag F1 (micro)", _num(tags["f1"]))
-    table.add_row("tag F1 (macro)", _num(tags["macro_f1"]))
+    accuracy = f"{area['correct']}/{area['evaluated']} ({_pct(area['accuracy'])})"
+    table.add_row("task-area accuracy", accuracy + ci_pct(area.get("interval")))
+    bars = tags.get("intervals") or {}
+    table.add_row("tag precision", _num(tags["precision"]) + ci_num(bars.get("precision")))
+    table.add_row("tag recall", _num(tags["recall"]) + ci_num(bars.get("recall")))
+    table.add_row("tag F1 (micro)", _num(tags["f1"]) + ci_num(bars.get("f1")))
+    table.add_row("tag F1 (macro)", _num(tags["macro_f1"]) + ci_num(bars.get("macro_f1")))
     table.add_row("summaries checked", str(summ["rows"]))
     table.add_row("one line", _pct(summ["one_line"]))
     table.add_row("words mean / max", f"{_num(summ['mean_words'])} / {summ['max_words']}")
-    table.add_row("over 30 words", _pct(summ["over_limit"]))
+    table.add_row(f"over {MAX_SUMMARY_WORDS} words", _pct(summ["over_limit"]))
     table.add_row('"This paper…" openers', _pct(summ["bad_opener"]))
     console.print(table)
     labels = area["labels"]
@@ -58,6 +172,7 @@ def print_eval(report: dict[str, Any], title: str) -> None:
             cells = area["confusion"][gold_area]
             confusion.add_row(cell(gold_area), *(str(cells[p] or "·") for p in labels))
         console.print(confusion)
+    print_error_bars(console, report)
 
 
 def print_compare(report: dict[str, Any], limit: int) -> None:

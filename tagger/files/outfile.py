@@ -12,13 +12,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from tagger.errors import OutputError, UsageError
-from tagger.files.rows import (
-    JsonlWriter,
-    manifest_path,
-    partial_path,
-    write_failed,
-    write_json_temporary,
-)
+from tagger.files.atomic import write_failed
+from tagger.files.rows import JsonlWriter, manifest_path, partial_path, write_json_temporary
 
 log = logging.getLogger(__name__)
 

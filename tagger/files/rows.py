@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import IO, Any
 
-from tagger.errors import OutputError
 from tagger.files.abstracts import Abstract
+from tagger.files.atomic import write_atomic, write_failed, write_temporary
+from tagger.pipeline.outcome import Status
+from tagger.sending.confidence import NO_CONFIDENCE, AreaConfidence
+from tagger.usage import Usage
 
 ROW_FIELDS = (
     "id", "source", "index", "line", "venue", "year", "title", "abstract",
-    "summary", "task_area", "method_tags", "status", "error",
+    "summary", "task_area", "task_area_confidence", "task_area_runner_up",
+    "task_area_runner_up_confidence", "method_tags", "status", "error",
     "model", "prompt", "prompt_version", "prompt_hash", "taxonomy_version", "synonyms_version",
-    "mode", "cached", "prompt_tokens", "completion_tokens", "cached_input_tokens",
+    "mode", "cached", "prompt_tokens", "completion_tokens", "cached_input_tokens", "batch_id",
 )  # fmt: skip
 
 
@@ -22,16 +25,19 @@ def build_row(
     abstract: Abstract,
     run_fields: dict[str, Any],
     *,
+    status: Status,
     answer: dict[str, Any] | None,
     error: str | None,
     cached: bool,
     mode: str | None,
-    prompt_tokens: int,
-    completion_tokens: int,
-    cached_input_tokens: int = 0,
+    usage: Usage,
+    confidence: AreaConfidence | None = None,
+    batch_id: str | None = None,
 ) -> dict[str, Any]:
     """One output record, fields in ROW_FIELDS order, input's extra fields after them."""
     answer = answer or {}
+    if status is Status.NOT_RUN:
+        error = f"not run: {error}"
     row: dict[str, Any] = {
         "id": abstract.id,
         "source": abstract.source,
@@ -43,15 +49,15 @@ def build_row(
         "abstract": abstract.text,
         "summary": answer.get("summary"),
         "task_area": answer.get("task_area"),
+        **(confidence.fields() if confidence is not None else NO_CONFIDENCE),
         "method_tags": answer.get("method_tags", []),
-        "status": "ok" if error is None else "error",
+        "status": "ok" if status is Status.OK else "error",
         "error": error,
         **run_fields,
         "mode": mode,
         "cached": cached,
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "cached_input_tokens": cached_input_tokens,
+        **usage.as_fields(),
+        "batch_id": batch_id,  # the Batch API batch that answered it; null for a live answer
     }
     for key, value in abstract.extra.items():
         row[key if key not in row else f"input_{key}"] = value
@@ -95,28 +101,15 @@ class JsonlWriter:
             raise write_failed(self.name, exc) from exc
 
 
-def write_failed(name: object, exc: OSError) -> OutputError:
-    """The one-line error for an output that could not be written."""
-    return OutputError(
-        f"cannot write {name}: {exc.strerror or type(exc).__name__}: free space "
-        "or choose another -o, then rerun"
-    )
-
-
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Write JSON to path via a temporary file and rename, so readers never see half a file."""
-    os.replace(write_json_temporary(path, data), path)
+    """Replace path with JSON in one step: readers never see half a file."""
+    write_atomic(path, _json_document(data))
 
 
 def write_json_temporary(path: Path, data: dict[str, Any]) -> Path:
-    """Write JSON beside path in a temporary file (removed again if writing fails); return it."""
-    temporary = path.with_name(path.name + ".tmp")
-    try:
-        with temporary.open("w", encoding="utf-8") as handle:
-            handle.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-    except OSError as exc:
-        temporary.unlink(missing_ok=True)
-        raise write_failed(path, exc) from exc
-    return temporary
+    """Write JSON (a manifest) in a synced temporary file beside path; return it to rename."""
+    return write_temporary(path, _json_document(data))
+
+
+def _json_document(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"

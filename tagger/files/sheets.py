@@ -6,7 +6,7 @@ import csv
 import io
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,8 @@ from tagger.errors import UsageError
 from tagger.files.csvrows import allow_long_cells, csv_problem, guess_delimiter
 
 SHEET_COLUMNS = (
-    "reviewed", "id", "task_area", "method_tags", "summary", "title", "abstract", "source",
+    "reviewed", "id", "task_area", "task_area_confidence", "task_area_runner_up",
+    "task_area_runner_up_confidence", "method_tags", "summary", "title", "abstract", "source",
     "index", "venue", "year", "status", "error", "model", "prompt", "prompt_version",
     "prompt_hash", "taxonomy_version", "cached",
 )  # fmt: skip
@@ -121,15 +122,19 @@ def write_sheet(
     bom: bool = True,
     counts: Sequence[tuple[str, str, int]] | None = None,
     title: str = "review",
+    extend: Callable[[Any], None] | None = None,
 ) -> None:
-    """Write rows to a .csv or .xlsx file; every text cell is neutralised."""
+    """Write rows to a .csv or .xlsx file; every text cell is neutralised.
+
+    extend gets the XLSX workbook before it is saved (more sheets, charts); CSV ignores it.
+    """
     xlsx = sheet_format(path) == "xlsx"
     cells = [[sheet_cell(row.get(column), xlsx=xlsx) for column in columns] for row in rows]
     path.parent.mkdir(parents=True, exist_ok=True)
     if not xlsx:
         _write_csv(path, columns, cells, bom=bom)
     else:
-        _write_xlsx(path, columns, cells, counts, title)
+        _write_xlsx(path, columns, cells, counts, title, extend)
 
 
 def _write_csv(path: Path, columns: Sequence[str], cells: list[list[Cell]], *, bom: bool) -> None:
@@ -153,6 +158,7 @@ def _write_xlsx(
     cells: list[list[Cell]],
     counts: Sequence[tuple[str, str, int]] | None,
     title: str,
+    extend: Callable[[Any], None] | None = None,
 ) -> None:
     from openpyxl import Workbook
     from openpyxl.styles import Alignment, Font
@@ -193,6 +199,8 @@ def _write_xlsx(
         summary.auto_filter.ref = f"A1:C{len(counts) + 1}"
         for letter, width in (("A", 12), ("B", 40), ("C", 10)):
             summary.column_dimensions[letter].width = width
+    if extend is not None:
+        extend(book)
     try:
         book.save(path)
     except OSError as exc:

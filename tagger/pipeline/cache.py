@@ -6,12 +6,16 @@ import hashlib
 import json
 import re
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import diskcache
 
 from tagger.errors import CacheError, CacheWriteError
+from tagger.pipeline.outcome import Outcome
+from tagger.sending.confidence import AreaConfidence
+from tagger.usage import Usage
 
 _MODE_RAW = 1  # diskcache's storage mode for str/bytes/int values kept in SQLite as-is
 # The Settings rows diskcache itself writes. Anything else in that table was planted: diskcache
@@ -81,6 +85,32 @@ def cache_key(run_part: str, text: str, title: str | None) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+def outcome_entry(outcome: Outcome) -> dict[str, Any]:
+    """The cache entry of an answered abstract (its keys are the on-disk format: keep them)."""
+    confidence = outcome.confidence.fields() if outcome.confidence is not None else {}
+    return {
+        "answer": outcome.answer,
+        **outcome.usage.as_fields(),
+        "mode": outcome.mode,
+        **confidence,  # rows from the cache keep it (entries from before it have none)
+        **({"batch_id": outcome.batch_id} if outcome.batch_id is not None else {}),
+    }
+
+
+def entry_outcome(entry: dict[str, Any] | None) -> Outcome | None:
+    """The answered outcome a cache entry holds; None for a miss or an entry without an answer."""
+    if entry is None or not isinstance(entry.get("answer"), dict):
+        return None
+    mode = entry.get("mode")
+    return Outcome(
+        answer=entry["answer"],
+        usage=Usage.from_fields(entry),
+        mode=mode if isinstance(mode, str) else None,
+        confidence=AreaConfidence.from_fields(entry),
+        batch_id=batch_id if isinstance(batch_id := entry.get("batch_id"), str) else None,
+    )
+
+
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, OSError):
         return exc.strerror or type(exc).__name__
@@ -146,9 +176,21 @@ class AnswerCache:
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         """Commit one entry (SQLite commits before this returns); CacheWriteError if it cannot."""
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        self.put_many([(key, value)])
+
+    def put_many(self, entries: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """Commit entries in one transaction, all or none; CacheWriteError if it cannot."""
+        texts = [
+            (key, json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+            for key, value in entries
+        ]
         try:
-            self._cache.set(key, text)
+            if len(texts) == 1:
+                self._cache.set(*texts[0])
+                return
+            with self._cache.transact():
+                for key, text in texts:
+                    self._cache.set(key, text)
         except _FAILURES as exc:
             raise CacheWriteError(
                 f"cannot write to the cache in {self.directory}: {_reason(exc)} "

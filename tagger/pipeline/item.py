@@ -7,37 +7,22 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from tagger.config import Mode
 from tagger.errors import ConfigError, FormatRejected, InvalidAnswer, RequestFailed
+from tagger.pipeline.outcome import Outcome
+from tagger.pipeline.request import render_messages
+from tagger.pipeline.validate import check_answer, cut_off_problem, repair_messages
 from tagger.pricing import estimate_tokens
 from tagger.prompting.answers import extract_json
-from tagger.prompting.formats import instructions_for
 from tagger.prompting.prompts import Prompt
-from tagger.prompting.schema import format_validation_error
 from tagger.prompting.taxonomy import Taxonomy
 from tagger.sending.client import AttemptBudget, LLMClient
+from tagger.sending.confidence import area_confidence
 
-__all__ = ["ItemTagger", "ModeProbe", "Outcome", "extract_json"]
+__all__ = ["ItemTagger", "ModeProbe", "Outcome", "extract_json", "render_messages"]
 log = logging.getLogger(__name__)
-REPAIR_REQUEST = (
-    "Your previous reply could not be used: {problems}\n"
-    "Reply again with only the corrected JSON object."
-)
-
-
-@dataclass
-class Outcome:
-    """The result of tagging one abstract."""
-
-    answer: dict[str, Any] | None = None
-    error: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_input_tokens: int = 0
-    repairs: int = 0
-    mode: Mode | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +65,10 @@ class ModeProbe:
         """The mode settled on and the fallbacks taken, for the run's stats."""
         return ProbeSnapshot(self.mode.value if self.settled else None, tuple(self.fallbacks))
 
+    def settle(self) -> None:
+        """A server answered in the current mode: it is the run's mode (for the manifest)."""
+        self.settled = True
+
     def release(self) -> None:
         """Let every abstract send from now on."""
         if not self.released:
@@ -111,21 +100,6 @@ class ModeProbe:
             log.info("the server rejected %s, falling back to %s: %s", rejected, weaker, reason)
 
 
-def render_messages(
-    prompt: Prompt,
-    taxonomy: Taxonomy,
-    schema: dict[str, Any],
-    text: str,
-    title: str | None,
-    mode: Mode,
-) -> list[dict[str, str]]:
-    """The messages for one abstract; weaker modes carry the schema in the prompt."""
-    instructions = instructions_for(mode, schema)
-    return prompt.render(
-        abstract=text, title=title, areas=taxonomy.render(), format_instructions=instructions
-    )
-
-
 @dataclass
 class ItemTagger:
     """Everything needed to tag abstracts under one prompt, taxonomy and schema."""
@@ -139,6 +113,10 @@ class ItemTagger:
     repair_turns: int = 2
     max_attempts: int = 6
     _length_retries: int = field(default=1, repr=False)
+
+    def snapshot(self) -> ProbeSnapshot:
+        """The mode settled on and the fallbacks taken so far, for the run's stats."""
+        return self.probe.snapshot()
 
     def render(self, text: str, title: str | None, mode: Mode) -> list[dict[str, str]]:
         """The messages for one abstract in one mode."""
@@ -180,11 +158,9 @@ class ItemTagger:
                 continue
             except RequestFailed as exc:
                 return self._fail(outcome, exc.reason)
-            self.probe.settled = True
+            self.probe.settle()
             outcome.mode = mode
-            outcome.prompt_tokens += reply.prompt_tokens
-            outcome.completion_tokens += reply.completion_tokens
-            outcome.cached_input_tokens += reply.cached_input_tokens
+            outcome.usage += reply.usage
             if reply.finish_reason == "length":
                 limit = params.get("max_tokens")
                 if length_retries > 0 and budget.remaining > 0 and isinstance(limit, int):
@@ -196,32 +172,22 @@ class ItemTagger:
                     continue
                 # The prompt's own value: that is the number the user can change.
                 asked = self.prompt.params.get("max_tokens")
-                retried = ", also when asked again with twice that" if limit != asked else ""
-                return self._fail(
-                    outcome,
-                    f"answer cut off at max_tokens={asked} (finish_reason=length{retried}): "
-                    "raise max_tokens in the prompt's [params]",
-                )
+                return self._fail(outcome, cut_off_problem(asked, asked_again=limit != asked))
             try:
-                answer = self.answer_model.model_validate(extract_json(reply.content))
-            except (InvalidAnswer, ValidationError) as exc:
-                problems = (
-                    format_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)
-                )
+                outcome.answer = check_answer(reply.content, self.answer_model)
+            except InvalidAnswer as exc:
+                problems = str(exc)
                 if outcome.repairs < self.repair_turns and budget.remaining > 0:
                     outcome.repairs += 1
                     log.info("invalid answer, repair turn %d: %s", outcome.repairs, problems)
-                    messages = [
-                        *messages,
-                        {"role": "assistant", "content": reply.content[:4000]},
-                        {"role": "user", "content": REPAIR_REQUEST.format(problems=problems)},
-                    ]
+                    messages = repair_messages(messages, reply.content, problems)
                     continue
                 return self._fail(
                     outcome,
                     f"invalid answer after {outcome.repairs} repair turn(s): {problems}",
                 )
-            outcome.answer = answer.model_dump(mode="json")
+            area = outcome.answer.get("task_area")
+            outcome.confidence = area_confidence(reply.logprobs, self.taxonomy.ids, area)
             return outcome
 
     @staticmethod

@@ -20,15 +20,17 @@ from tagger.files.abstracts import InputScan, iter_abstracts
 from tagger.files.outfile import OutputFile
 from tagger.files.rows import JsonlWriter
 from tagger.pipeline.cache import AnswerCache
-from tagger.pipeline.item import ItemTagger, ModeProbe, render_messages
+from tagger.pipeline.item import ItemTagger, ModeProbe
 from tagger.pipeline.live import LiveRunner, RunStats
 from tagger.pipeline.progress import ProgressSink
+from tagger.pipeline.request import render_messages
 from tagger.pricing import PriceTable, count_text_tokens, estimate_tokens
 from tagger.prompting.plan import RunPlan
 from tagger.redact import public_url
 from tagger.sending.client import LLMClient
 from tagger.sending.gate import SendGate, SpendGuard
 from tagger.sending.local import watch_for_slow_answers
+from tagger.usage import Usage
 
 STOP_GRACE_SECONDS = 10.0  # in-flight requests get this long to finish after Ctrl-C
 
@@ -94,7 +96,7 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
         first_messages=first,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
-        cost=prices.cost(config.client.model, prompt_tokens, completion_tokens),
+        cost=prices.cost(config.client.model, Usage(prompt_tokens, completion_tokens)),
     )
 
 
@@ -167,7 +169,7 @@ async def _tag_all(
         if cache is not None:
             cache.close()
     status = "interrupted" if stats.interrupted else "stopped" if stats.stop_reason else "complete"
-    return stats, status, _manifest(config, plan, scan, output, stats, status, started)
+    return stats, status, build_manifest(config, plan, scan, output, stats, status, started)
 
 
 @contextmanager
@@ -194,7 +196,9 @@ def _guard(config: RunConfig, prices: PriceTable) -> SpendGuard | None:
         raise ConfigError(
             f"--max-cost needs a price for model '{model}': add it to a --prices file"
         )
-    return SpendGuard(config.max_requests, config.max_cost, lambda p, c: prices.cost(model, p, c))
+    return SpendGuard(
+        config.max_requests, config.max_cost, lambda p, c: prices.cost(model, Usage(p, c))
+    )
 
 
 def _install_stop_handlers(runner: LiveRunner) -> Any:
@@ -202,7 +206,7 @@ def _install_stop_handlers(runner: LiveRunner) -> Any:
     loop = asyncio.get_running_loop()
 
     def on_signal(signum: int) -> None:
-        if runner.stop_reason is not None and runner.stats.interrupted:
+        if runner.interrupted:
             runner.cancel_inflight()  # a second Ctrl-C: do not wait any longer
             return
         name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
@@ -224,7 +228,7 @@ def _install_stop_handlers(runner: LiveRunner) -> Any:
     return restore
 
 
-def _manifest(
+def build_manifest(
     config: RunConfig,
     plan: RunPlan,
     scan: InputScan,
@@ -233,6 +237,7 @@ def _manifest(
     status: str,
     started: dt.datetime,
 ) -> dict[str, Any]:
+    """The run's manifest (the batch pipeline adds its batches and rounds to it)."""
     return {
         "tagger_version": __version__,
         "status": status,
@@ -259,7 +264,9 @@ def _manifest(
 
 
 def _stats_fields(stats: RunStats) -> dict[str, Any]:
-    fields = asdict(stats)
+    fields: dict[str, Any] = {}
+    for name, value in asdict(stats).items():  # the token counts at the top level, as they were
+        fields.update(stats.usage.as_fields() if name == "usage" else {name: value})
     fields["duration"] = round(stats.duration, 3)
     fields["estimated_cost_usd"] = fields.pop("cost")
     del fields["kept_output"]  # a manifest is written only beside rows that became the output
@@ -280,8 +287,8 @@ def summarise(stats: RunStats) -> Sequence[tuple[str, str]]:
         ("repairs", str(stats.repairs)),
         (
             "tokens",
-            f"{stats.prompt_tokens} in ({stats.cached_input_tokens} cached) / "
-            f"{stats.completion_tokens} out",
+            f"{stats.usage.prompt_tokens} in ({stats.usage.cached_input_tokens} cached) / "
+            f"{stats.usage.completion_tokens} out",
         ),
         ("estimated cost", cost),
         ("mode", stats.mode or "-"),

@@ -18,21 +18,15 @@ from tagger.errors import (
 )
 from tagger.files.abstracts import Abstract
 from tagger.files.rows import JsonlWriter, build_row
-from tagger.pipeline.cache import AnswerCache
-from tagger.pipeline.item import ItemTagger, Outcome
-from tagger.pipeline.progress import (
-    ANSWER_FAILED,
-    ANSWER_NOT_RUN,
-    ANSWER_OK,
-    LiveCounts,
-    ProgressSink,
-    stop_advice,
-)
+from tagger.pipeline.cache import AnswerCache, entry_outcome, outcome_entry
+from tagger.pipeline.commits import GroupCommit
+from tagger.pipeline.item import ItemTagger
+from tagger.pipeline.outcome import Outcome, Status
+from tagger.pipeline.progress import LiveCounts, ProgressSink, stop_advice
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.sending.client import LLMClient
-
-NOT_RUN_PREFIX = "not run: "
+from tagger.usage import NO_USAGE, Usage
 
 
 @dataclass
@@ -47,9 +41,7 @@ class RunStats:
     requests: int = 0
     retries: int = 0
     repairs: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_input_tokens: int = 0
+    usage: Usage = NO_USAGE  # in the manifest as prompt_tokens, completion_tokens, ...
     cost: float | None = 0.0
     duration: float = 0.0
     mode: str | None = None
@@ -89,6 +81,7 @@ class LiveRunner:
         self.tagger = tagger
         self.client = client
         self.cache = cache
+        self.commits = GroupCommit(cache, self._stop_on) if cache is not None else None
         self.writer = writer
         self.progress = progress
         self.prices = prices
@@ -112,6 +105,11 @@ class LiveRunner:
         self.client.stop_sending(reason)  # requests queued for a slot are not sent either
         self.stats.interrupted = self.stats.interrupted or interrupted
 
+    @property
+    def interrupted(self) -> bool:
+        """Whether Ctrl-C or SIGTERM stopped this run."""
+        return self.stats.interrupted
+
     async def run(self, abstracts: Iterator[Abstract]) -> RunStats:
         """Tag all abstracts; returns the stats (raises FatalAPIError after writing rows)."""
         started = time.monotonic()
@@ -134,6 +132,8 @@ class LiveRunner:
                 self._write(pending.popleft())
         finally:
             self.cancel_inflight()
+            if self.commits is not None:
+                self.commits.commit()  # answers of cancelled requests, before the cache closes
             self.stats.duration = time.monotonic() - started
             self._finish_stats()
             self.progress.finished(self.stats)
@@ -145,7 +145,7 @@ class LiveRunner:
         key = self.plan.item_key(abstract)
         cached = self._cached(key)
         if cached is not None:
-            self.progress.answered(ANSWER_OK)
+            self.progress.answered(Status.OK)
             return _Pending(abstract, cached, cached=True)
         # Keyed like the cache (title + text), so a rerun answers every row as this run did.
         shared = self._inflight.get(key)
@@ -153,54 +153,40 @@ class LiveRunner:
             shared.add_done_callback(self._on_answer)
             return _Pending(abstract, shared, cached=False, shared=True)
         if self.stop_reason is not None:
-            self.progress.answered(ANSWER_NOT_RUN)
-            return _Pending(abstract, Outcome(error=self._not_run(self.stop_reason)), cached=False)
+            self.progress.answered(Status.NOT_RUN)
+            return _Pending(abstract, self._not_run(self.stop_reason), cached=False)
         task = asyncio.ensure_future(self._tag_and_store(abstract, key))
         task.add_done_callback(self._on_done)
         task.add_done_callback(self._on_answer)
         self._inflight[key] = task
         return _Pending(abstract, task, cached=False, key=key)
 
-    def _not_run(self, reason: object) -> str:
-        return f"{NOT_RUN_PREFIX}{reason}; {self.stop_advice or 'rerun the same command to finish'}"
+    def _stop_on(self, exc: CacheWriteError) -> None:
+        """A group of answers could not be committed: send nothing more (as below)."""
+        self.request_stop(str(exc))
+
+    def _not_run(self, reason: object) -> Outcome:
+        return Outcome.not_run(reason, self.stop_advice or "rerun the same command to finish")
 
     def live(self) -> LiveCounts:
         """Retries so far, requests in flight and the rate-limit pause left."""
-        client = self.client.snapshot()
-        return LiveCounts(client.retries, client.gate.in_flight, client.gate.pause_left)
+        sent = self.client.snapshot()  # one consistent reading, no reach into the gate
+        return LiveCounts(sent.retries, sent.gate.in_flight, sent.gate.pause_left)
 
     def _cached(self, key: str) -> Outcome | None:
         if self.cache is None or (self.config.refresh and key not in self._refreshed):
             return None
-        entry = self.cache.get(key)
-        if entry is None or not isinstance(entry.get("answer"), dict):
-            return None
-        return Outcome(
-            answer=entry["answer"],
-            prompt_tokens=int(entry.get("prompt_tokens", 0)),
-            completion_tokens=int(entry.get("completion_tokens", 0)),
-            cached_input_tokens=int(entry.get("cached_input_tokens", 0)),
-            mode=entry.get("mode"),
-        )
+        return entry_outcome(self.cache.get(key))
 
     async def _tag_and_store(self, abstract: Abstract, key: str) -> Outcome:
         outcome = await self.tagger.tag(abstract.text, abstract.title)
         # Spend is counted on completion, not when the row is written, so budgets see it early.
-        self.stats.prompt_tokens += outcome.prompt_tokens
-        self.stats.completion_tokens += outcome.completion_tokens
-        self.stats.cached_input_tokens += outcome.cached_input_tokens
+        self.stats.usage += outcome.usage
         self.stats.repairs += outcome.repairs
-        if outcome.answer is not None and self.cache is not None:
-            entry = {
-                "answer": outcome.answer,
-                "prompt_tokens": outcome.prompt_tokens,
-                "completion_tokens": outcome.completion_tokens,
-                "cached_input_tokens": outcome.cached_input_tokens,
-                "mode": outcome.mode,
-            }
+        if outcome.status is Status.OK and self.commits is not None:
             try:
-                # Committed the moment it is validated: a crash later never costs it again.
-                self.cache.put(key, entry)
+                # Committed before anything reports it: a crash later never costs it again.
+                await self.commits.put(key, outcome_entry(outcome))
             except CacheWriteError as exc:
                 # This answer is paid for: its row is written all the same. Sending more would
                 # pay for answers that cannot be kept.
@@ -222,15 +208,10 @@ class LiveRunner:
             self.cancel_inflight()
 
     def _on_answer(self, task: asyncio.Future[Outcome]) -> None:
-        self.progress.answered(_status(self._result_of(task)))
+        self.progress.answered(self._result_of(task).status)
 
     def _cost(self) -> float | None:
-        return self.prices.cost(
-            self.config.client.model,
-            self.stats.prompt_tokens,
-            self.stats.completion_tokens,
-            self.stats.cached_input_tokens,
-        )
+        return self.prices.cost(self.config.client.model, self.stats.usage)
 
     def _write(self, item: _Pending) -> None:
         outcome = self._result(item)
@@ -239,21 +220,22 @@ class LiveRunner:
         row = build_row(
             item.abstract,
             self._run_fields,
+            status=outcome.status,
             answer=outcome.answer,
             error=outcome.error,
             cached=item.cached,
             mode=outcome.mode,
-            prompt_tokens=0 if item.shared else outcome.prompt_tokens,
-            completion_tokens=0 if item.shared else outcome.completion_tokens,
-            cached_input_tokens=0 if item.shared else outcome.cached_input_tokens,
+            usage=NO_USAGE if item.shared else outcome.usage,
+            confidence=outcome.confidence,
+            batch_id=outcome.batch_id,
         )
         self.writer.write(row)
         stats = self.stats
         stats.items += 1
-        status = _status(outcome)
-        stats.ok += status == ANSWER_OK
-        stats.failed += status == ANSWER_FAILED
-        stats.not_run += status == ANSWER_NOT_RUN
+        status = outcome.status
+        stats.ok += status is Status.OK
+        stats.failed += status is Status.FAILED
+        stats.not_run += status is Status.NOT_RUN
         stats.cached += item.cached
         self.progress.written(row)
 
@@ -264,14 +246,14 @@ class LiveRunner:
 
     def _result_of(self, future: asyncio.Future[Outcome]) -> Outcome:
         if future.cancelled():
-            return Outcome(error=self._not_run(self.stop_reason or "cancelled"))
+            return self._not_run(self.stop_reason or "cancelled")
         exc = future.exception()
         if isinstance(exc, SendingStopped):
-            return Outcome(error=self._not_run(exc))
+            return self._not_run(exc)
         if isinstance(exc, TaggerError):  # its message is written for the user: no class name
-            return Outcome(error=f"failed: {exc}")
+            return Outcome.failed(f"failed: {exc}")
         if exc is not None:
-            return Outcome(error=f"failed: {type(exc).__name__}: {exc}")
+            return Outcome.failed(f"failed: {type(exc).__name__}: {exc}")
         return future.result()
 
     def cancel_inflight(self) -> None:
@@ -281,24 +263,17 @@ class LiveRunner:
 
     def _finish_stats(self) -> None:
         stats = self.stats
-        client, probe = self.client.snapshot(), self.tagger.probe.snapshot()
-        stats.requests = client.requests
-        stats.retries = client.retries
+        # Each collaborator reports a snapshot of its own counters.
+        sent, mode = self.client.snapshot(), self.tagger.snapshot()
+        stats.requests = sent.requests
+        stats.retries = sent.retries
         stats.cost = self._cost()
-        stats.mode = probe.mode
-        stats.mode_fallbacks = list(probe.fallbacks)
+        stats.mode = mode.mode
+        stats.mode_fallbacks = list(mode.fallbacks)
         stats.stop_reason = self.stop_reason
         stats.stop_advice = self.stop_advice or None
-        stats.rate_limit_pause = round(client.gate.paused_seconds, 3)
-        stats.learned_limits = list(client.gate.learned)
-
-
-def _status(outcome: Outcome) -> str:
-    if outcome.answer is not None:
-        return ANSWER_OK
-    if (outcome.error or "").startswith(NOT_RUN_PREFIX):
-        return ANSWER_NOT_RUN
-    return ANSWER_FAILED
+        stats.rate_limit_pause = round(sent.gate.paused_seconds, 3)
+        stats.learned_limits = list(sent.gate.learned)
 
 
 def _is_ready(item: _Pending) -> bool:

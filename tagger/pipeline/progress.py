@@ -6,10 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tagger.pipeline.outcome import Status
+
 if TYPE_CHECKING:
     from tagger.pipeline.live import RunStats
-
-ANSWER_OK, ANSWER_FAILED, ANSWER_NOT_RUN = "ok", "failed", "not run"
 
 
 @dataclass(frozen=True)
@@ -27,8 +27,8 @@ class ProgressSink(Protocol):
     def started(self, live: Callable[[], LiveCounts]) -> None:
         """The run began; live() reads the counts of the moment."""
 
-    def answered(self, status: str) -> None:
-        """One abstract's outcome is in (ANSWER_OK, ANSWER_FAILED or ANSWER_NOT_RUN)."""
+    def answered(self, status: Status) -> None:
+        """One abstract's outcome is in: ok, failed, or not run (left by a stop)."""
 
     def written(self, row: dict[str, Any]) -> None:
         """One more row written, in input order."""
@@ -43,7 +43,7 @@ class SilentProgress:
     def started(self, live: Callable[[], LiveCounts]) -> None:
         """Nothing to show."""
 
-    def answered(self, status: str) -> None:
+    def answered(self, status: Status) -> None:
         """Nothing to show."""
 
     def written(self, row: dict[str, Any]) -> None:

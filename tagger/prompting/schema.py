@@ -61,7 +61,8 @@ def normalise_tag(tag: str, synonyms: Synonyms | None = None) -> str:
     return text
 
 
-def _clean_summary(value: str) -> str:
+def clean_summary(value: str) -> str:
+    """The summary on one line; ValueError says what is wrong (empty, too many words)."""
     text = " ".join(value.split())
     if not text:
         raise ValueError("must not be empty")
@@ -121,7 +122,7 @@ def build_answer_model(taxonomy: Taxonomy, synonyms: Synonyms | None = None) -> 
         "TagAnswer",
         __config__=ConfigDict(extra="forbid"),
         summary=(
-            Annotated[str, AfterValidator(_clean_summary)],
+            Annotated[str, AfterValidator(clean_summary)],
             Field(description=f"One plain line of at most {MAX_SUMMARY_WORDS} words"),
         ),
         task_area=(

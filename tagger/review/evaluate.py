@@ -9,6 +9,9 @@ from typing import Any
 
 from tagger.prompting.schema import MAX_SUMMARY_WORDS, normalise_tag
 from tagger.prompting.taxonomy import Synonyms, synonym_key
+from tagger.review.errorbars import error_bars
+from tagger.review.errorbars import scored as score_item
+from tagger.review.stats import Scored
 
 # tagger's automatic ids: 24 hex digits of a sha256; earlier versions wrote its first 12.
 _AUTO_ID_RE = re.compile(r"[0-9a-f]{24}")
@@ -103,7 +106,7 @@ def summary_checks(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def evaluate(
     run: Sequence[dict[str, Any]], gold: Sequence[dict[str, Any]], synonyms: Synonyms | None
 ) -> dict[str, Any]:
-    """Coverage, task-area accuracy and confusion, tag P/R/F1 and summary checks."""
+    """Coverage, task-area accuracy and confusion, tag P/R/F1, summaries; with error bars."""
     index = IdIndex(run)
     matched = [(g, index.find(g["id"])) for g in gold]
     found = [(g, index.rows[key]) for g, key in matched if key is not None]
@@ -111,6 +114,7 @@ def evaluate(
     confusion: Counter[tuple[str, str]] = Counter()
     correct = true_pos = n_pred = n_gold = 0
     item_f1: list[float] = []
+    items: list[Scored] = []
     for gold_row, run_row in scored:
         expected, predicted = str(gold_row["task_area"]), str(run_row.get("task_area"))
         confusion[(expected, predicted)] += 1
@@ -120,9 +124,10 @@ def evaluate(
         hits = len(want & got)
         true_pos, n_pred, n_gold = true_pos + hits, n_pred + len(got), n_gold + len(want)
         item_f1.append(_f1(_ratio(hits, len(got)) or 0.0, _ratio(hits, len(want)) or 0.0) or 0.0)
+        items.append(score_item(gold_row, run_row, hits, len(got), len(want)))
     precision, recall = _ratio(true_pos, n_pred), _ratio(true_pos, n_gold)
     labels = sorted({area for pair in confusion for area in pair})
-    return {
+    report: dict[str, Any] = {
         "coverage": {
             "gold": len(gold),
             "found": len(found),
@@ -149,6 +154,8 @@ def evaluate(
         },
         "summary": summary_checks(run),
     }
+    error_bars(report, items, gold, run)
+    return report
 
 
 def metric(report: dict[str, Any], path: str) -> float | None:

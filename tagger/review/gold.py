@@ -1,20 +1,18 @@
-"""Gold sets: reading run and gold JSONL, and importing a reviewed sheet with full validation."""
+"""Gold sets: importing a reviewed sheet and checking gold rows, with the answer schema's rules."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from json import JSONDecodeError
-from pathlib import Path
 from typing import Any
 
 from tagger.errors import UsageError
-from tagger.files.textlines import parse_json
-from tagger.prompting.schema import MAX_TAGS, SUMMARY_WORD_LIMIT
+from tagger.files.jsonl import json_type
+from tagger.prompting.schema import MAX_TAGS, clean_summary
 from tagger.prompting.schema import clean_tags as schema_clean_tags
 from tagger.prompting.taxonomy import Synonyms, Taxonomy
+from tagger.review.sample import sample_fields
 
 REQUIRED_COLUMNS = ("id", "task_area", "method_tags", "summary")
 TRUTHY = frozenset({"y", "yes", "x", "1", "true"})
@@ -22,70 +20,11 @@ FALSY = frozenset({"", "n", "no", "0", "false"})
 # Reviewers separate tags with ";" (the export's separator) or put each on its own line.
 _TAG_SPLIT_RE = re.compile(r"[;\n\r]+")
 _EXCERPT = 60
-# The fields of a run row the review commands read, and the JSON types `tagger run` writes.
-_RUN_TEXT_FIELDS = (
-    "task_area", "summary", "title", "abstract", "source", "venue", "status", "error",
-    "model", "prompt", "prompt_version", "prompt_hash", "taxonomy_version",
-)  # fmt: skip
-_RUN_INT_FIELDS = ("index", "year")
 
 
 def _show(value: str) -> str:
     flat = " ".join(value.split())
     return repr(flat if len(flat) <= _EXCERPT else flat[: _EXCERPT - 1] + "…")
-
-
-def read_jsonl(path: Path, kind: str = "run") -> list[dict[str, Any]]:
-    """Read a JSONL file of objects; a malformed line is a UsageError naming file and line."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such {kind} file") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: not UTF-8 (byte {exc.start})") from exc
-    rows: list[dict[str, Any]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = parse_json(line)
-        except JSONDecodeError as exc:
-            raise UsageError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
-        except ValueError as exc:  # a number too long to parse
-            raise UsageError(f"{path}:{number}: not valid JSON ({exc})") from None
-        if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not row["id"]:
-            raise UsageError(f"{path}:{number}: expected a {kind} object with a string 'id'")
-        problem = run_row_problem(row) if kind == "run" else None
-        if problem is not None:
-            raise UsageError(f"{path}:{number}: {problem}: give a file `tagger run` wrote")
-        rows.append(row)
-    if not rows:
-        raise UsageError(f"{path}: no {kind} rows")
-    return rows
-
-
-def _json_type(value: object) -> str:
-    names = {dict: "an object", list: "a list", str: "text", bool: "a boolean", int: "a number"}
-    return names.get(type(value), "a number" if isinstance(value, float) else "null")
-
-
-def run_row_problem(row: dict[str, Any]) -> str | None:
-    """What is wrong with the types of a run row's fields, or None."""
-    for name in _RUN_TEXT_FIELDS:
-        if not isinstance(row.get(name), str | None):
-            return f"'{name}' must be text or null, got {_json_type(row[name])}"
-    for name in _RUN_INT_FIELDS:
-        value = row.get(name)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-            return f"'{name}' must be a whole number or null, got {_json_type(value)}"
-    tags = row.get("method_tags")
-    if tags is not None and not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
-        return f"'method_tags' must be a list of text or null, got {_json_type(tags)}"
-    if not isinstance(row.get("cached"), bool | None):
-        return f"'cached' must be true, false or null, got {_json_type(row['cached'])}"
-    return None
 
 
 def split_tags(value: str | Sequence[str]) -> list[str]:
@@ -106,15 +45,14 @@ def clean_tags(raw: list[str], synonyms: Synonyms | None) -> tuple[list[str], st
 
 
 def check_summary(value: str) -> str | None:
-    """A problem with a gold summary, or None."""
+    """A problem with a gold summary, or None: one line, and the answer schema's rules."""
     text = value.strip()
-    if not text:
-        return "must not be empty"
-    if "\n" in text or "\r" in text:
+    if "\n" in text or "\r" in text:  # the model's line breaks are joined; a reviewer's are a slip
         return "must be one line"
-    words = len(text.split())
-    if words > SUMMARY_WORD_LIMIT:
-        return f"has {words} words; at most {SUMMARY_WORD_LIMIT}"
+    try:
+        clean_summary(text)
+    except ValueError as exc:
+        return str(exc)
     return None
 
 
@@ -143,7 +81,7 @@ def validate_fields(
     ):
         tags, problem = clean_tags(split_tags(tags_raw), synonyms)
     else:
-        tags, problem = [], f"must be a list of tags or 'a; b' text, got {_json_type(tags_raw)}"
+        tags, problem = [], f"must be a list of tags or 'a; b' text, got {json_type(tags_raw)}"
     if problem is not None:
         problems.append(("method_tags", problem))
     clean["method_tags"] = tags
@@ -151,10 +89,14 @@ def validate_fields(
     summary = summary_raw if isinstance(summary_raw, str) else ""
     problem = check_summary(summary)
     if summary_raw is not None and not isinstance(summary_raw, str):
-        problem = f"must be text, got {_json_type(summary_raw)}"
+        problem = f"must be text, got {json_type(summary_raw)}"
     if problem is not None:
         problems.append(("summary", f"{_show(summary)} {problem}" if summary.strip() else problem))
     clean["summary"] = " ".join(summary.split())
+    # How `tagger sample` drew the row: eval weights the sample back to the run with it.
+    sampled, bad = sample_fields(values)
+    clean |= sampled
+    problems += bad
     return clean, problems
 
 
@@ -242,13 +184,3 @@ def gold_taxonomy_version(rows: Sequence[dict[str, Any]]) -> str | None:
     """The taxonomy version all gold rows were labelled with, or None if absent or mixed."""
     versions = {str(row.get("taxonomy_version") or "").strip() for row in rows} - {""}
     return versions.pop() if len(versions) == 1 else None
-
-
-def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    """Write rows as JSONL via a temporary file, so a failure leaves no half file."""
-    temporary = path.with_name(path.name + ".tmp")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with temporary.open("w", encoding="utf-8", newline="\n") as stream:
-        for row in rows:
-            stream.write(json.dumps(row, ensure_ascii=False) + "\n")
-    temporary.replace(path)

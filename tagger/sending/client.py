@@ -3,28 +3,29 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
-from tagger.config import ClientConfig, HttpBackend, Mode
+from tagger.config import ClientConfig, Mode
 from tagger.errors import (
-    ConfigError,
     FatalAPIError,
     FormatRejected,
     NotAnOpenAIAnswer,
     RequestFailed,
     RequestTimedOut,
 )
-from tagger.prompting.formats import response_format
+from tagger.pipeline.request import build_request
 from tagger.redact import public_url, redact
 from tagger.sending.gate import GateSnapshot, SendGate
+from tagger.sending.logprobs import pop_logprobs, refuses_logprobs
 from tagger.sending.models import offered_models_hint
+from tagger.sending.reply import Reply, read_reply
+from tagger.sending.sdk import check_transport, open_sdk
 from tagger.sending.server_faults import (
     ServerHealth,
     describe,
@@ -35,6 +36,7 @@ from tagger.sending.server_faults import (
     server_message,
     wait_strategy,
 )
+from tagger.usage import NO_USAGE
 
 if TYPE_CHECKING:
     import openai
@@ -44,19 +46,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AttemptBudget", "FormatRejected", "LLMClient", "Reply", "RequestFailed"]
 log = logging.getLogger(__name__)
-# Connecting is quick or not at all: a host that drops SYNs should not cost a whole --timeout.
-CONNECT_TIMEOUT = 10.0
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """What the server answered to one request."""
-
-    content: str
-    finish_reason: str | None
-    prompt_tokens: int
-    completion_tokens: int
-    cached_input_tokens: int = 0  # the part of prompt_tokens the server's prompt cache served
 
 
 class AttemptBudget:
@@ -93,33 +82,19 @@ class LLMClient:
         self.health = ServerHealth(self.where, config.timeout)
         self._completions = 0  # valid chat completions received
         self._secret = config.api_key.get_secret_value() if config.api_key else None
-        if config.http is HttpBackend.AIOHTTP and importlib.util.find_spec("aiohttp") is None:
-            raise ConfigError("--http aiohttp needs the extra: pip install 'tagger[aiohttp]'")
+        check_transport(config)
         self._sdk: openai.AsyncOpenAI | None = None
         # Seconds from send to the last byte of each chat completion (the slow-server notice).
         self.on_answer: Callable[[float], None] | None = None
         self.resend_timeouts = True  # False once a local server proved slow (tagger.sending.local)
+        self.logprobs = config.logprobs  # asked for until the server refuses them
 
     def _client(self) -> openai.AsyncOpenAI:
         """The SDK client, built on the first request."""
         if self._sdk is None:
-            import openai
-
-            # Per read/write; the whole request is bounded by the deadline in _send.
-            timeout = openai.Timeout(
-                self.config.timeout, connect=min(self.config.timeout, CONNECT_TIMEOUT)
-            )
-            http_client = None
-            if self.config.http is HttpBackend.AIOHTTP:
-                http_client = openai.DefaultAioHttpClient(timeout=timeout)
-            # The SDK's own retries are off so that tenacity is the one retry policy.
-            self._sdk = openai.AsyncOpenAI(
-                api_key=self._secret or "unused",
-                base_url=self.config.effective_base_url,
-                timeout=timeout,
-                max_retries=0,
-                http_client=http_client,
-            )
+            # The SDK's own retries are off so that tenacity is the one retry policy; the whole
+            # request is bounded by the deadline in _send.
+            self._sdk = open_sdk(self.config, max_retries=0)
         return self._sdk
 
     def stop_sending(self, reason: str) -> None:
@@ -159,6 +134,11 @@ class LLMClient:
                 return False  # a slow local server still computes it: a resend queues behind
             return is_transient(exc)
 
+        # Built once, by the function the Batch API lines use: live and batch bodies are the same.
+        asked_logprobs = self.logprobs
+        body = build_request(
+            self.config.model, messages, mode, schema, params, logprobs=asked_logprobs
+        )
         retrying = AsyncRetrying(
             retry=retry_if_exception(worth_retrying),
             stop=lambda _state: budget.remaining <= 0,
@@ -171,7 +151,7 @@ class LLMClient:
                 with attempt:
                     budget.used += 1
                     try:
-                        reply = await self._send(messages, mode, schema, params, estimated_tokens)
+                        reply = await self._send(body, estimated_tokens)
                     except Exception as exc:
                         if on_reply is not None and is_a_reply(exc, mode):
                             on_reply()
@@ -183,8 +163,33 @@ class LLMClient:
             self.gate.stop(str(exc))  # not one more request, from any abstract
             raise
         except Exception as exc:
+            if asked_logprobs and refuses_logprobs(exc):
+                self._drop_logprobs(exc)
+                if budget.remaining > 0:  # the same request without them
+                    return await self.chat(
+                        messages,
+                        mode=mode,
+                        schema=schema,
+                        params=params,
+                        budget=budget,
+                        estimated_tokens=estimated_tokens,
+                        on_reply=on_reply,
+                    )
             raise self._final(exc, mode) from None
         raise AssertionError("unreachable: tenacity either returns or raises")
+
+    def _drop_logprobs(self, exc: BaseException) -> None:
+        """Ask for no more log-probabilities in this run: the server refused them."""
+        if self.logprobs:
+            self.logprobs = False
+            import openai
+
+            why = server_message(exc) if isinstance(exc, openai.APIStatusError) else str(exc)
+            log.info(
+                "the server refused logprobs; asking without them from now on (rows get no "
+                "task_area_confidence): %s",
+                redact(why, self._secret),
+            )
 
     def _log_retry(self, state: RetryCallState) -> None:
         self.retries += 1
@@ -193,21 +198,13 @@ class LLMClient:
         reason = redact(describe(exc, self.config.timeout), self._secret) if exc else "?"
         log.info("retrying in %.1f s after attempt %d: %s", wait, state.attempt_number, reason)
 
-    async def _send(
-        self,
-        messages: list[dict[str, str]],
-        mode: Mode,
-        schema: dict[str, Any],
-        params: dict[str, Any],
-        estimated_tokens: int,
-    ) -> Reply:
+    async def _send(self, body: dict[str, Any], estimated_tokens: int) -> Reply:
+        """Send one chat-completions body (from build_request) once."""
         import openai
 
-        fmt = response_format(mode, schema)
-        extra: dict[str, Any] = {"response_format": fmt} if fmt else {}
         async with self.gate.slot(estimated_tokens):
             self.requests += 1
-            usage = None
+            usage = NO_USAGE
             try:
                 # Built (and the SDK imported) before the clock starts: not part of the request.
                 create = self._client().chat.completions.with_raw_response.create
@@ -215,15 +212,11 @@ class LLMClient:
                 # One deadline for the whole request: a server trickling bytes resets the SDK's
                 # per-read timeout forever, this one it cannot.
                 async with asyncio.timeout(self.config.timeout):
-                    raw = await create(
-                        model=self.config.model,
-                        messages=messages,  # type: ignore[arg-type]
-                        **params,
-                        **extra,
-                    )
+                    raw = await create(**body)
                 self.health.responded(raw.http_response.status_code)
                 self.gate.observe(raw.headers)
-                reply, usage = self._read(raw)
+                reply = self._read(raw)
+                usage = reply.usage
                 if self.on_answer is not None:
                     self.on_answer(time.monotonic() - sent)
             except openai.APIStatusError as exc:
@@ -237,29 +230,21 @@ class LLMClient:
                     raise fatal from None
                 raise failure from None
             finally:
-                self.gate.settle(estimated_tokens, *(usage or (0, 0)))
+                self.gate.settle(estimated_tokens, usage.prompt_tokens, usage.completion_tokens)
         return reply
 
-    def _read(self, raw: Any) -> tuple[Reply, tuple[int, int]]:
-        """The reply and its (prompt, completion) tokens; fatal if it is no chat completion."""
+    def _read(self, raw: Any) -> Reply:
+        """The reply; fatal if it is no chat completion."""
         from openai.types.chat import ChatCompletion
 
         try:
-            completion = raw.parse()
-            if not isinstance(completion, ChatCompletion):
+            # Parsed as plain JSON first: the SDK's objects for the tokens' logprobs would cost
+            # several ms of CPU per reply; the rest is built as raw.parse() builds it.
+            data = raw.parse(to=dict)
+            if not isinstance(data, dict):
                 raise TypeError("not a chat completion")
-            choice = completion.choices[0] if completion.choices else None
-            usage = completion.usage
-            prompt_tokens = usage.prompt_tokens if usage else 0
-            completion_tokens = usage.completion_tokens if usage else 0
-            details = usage.prompt_tokens_details if usage else None
-            reply = Reply(
-                content=(choice.message.content or "") if choice else "",
-                finish_reason=choice.finish_reason if choice else None,
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens,
-                cached_input_tokens=(details.cached_tokens or 0) if details else 0,
-            )
+            tokens = pop_logprobs(data)
+            reply = replace(read_reply(ChatCompletion.model_construct(**data)), logprobs=tokens)
         except (ValueError, TypeError, AttributeError, IndexError):
             content_type = raw.headers.get("content-type", "no content type").split(";")[0]
             what = "an HTML page" if "html" in content_type else f"a {content_type} body"
@@ -268,7 +253,7 @@ class LLMClient:
             message = f"the server answered with {what}, not a chat completion"
             raise NotAnOpenAIAnswer(message) from None
         self._completions += 1
-        return reply, (prompt_tokens, completion_tokens)
+        return reply
 
     def _final(self, exc: Exception, mode: Mode) -> Exception:
         """Turn the last failure of an item into the exception the caller acts on."""

@@ -1,0 +1,160 @@
+"""A round's batch input files: the live run's request bodies, split by the API's file limits."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import IO
+
+from tagger.batch.api import ENDPOINT
+from tagger.batch.jobfile import BatchRecord, ItemState, JobState
+from tagger.config import Mode, RunConfig
+from tagger.errors import OutputError, UsageError
+from tagger.files.abstracts import Abstract
+from tagger.pipeline.request import build_request, render_messages
+from tagger.pipeline.validate import repair_messages
+from tagger.pricing import PriceTable, count_text_tokens, estimate_tokens
+from tagger.prompting.plan import RunPlan
+from tagger.usage import Usage
+
+
+class SpendCap:
+    """--max-requests and --max-cost over a whole job, at batch prices, estimated before sending."""
+
+    def __init__(self, config: RunConfig, prices: PriceTable, state: JobState) -> None:
+        self.config = config
+        self.prices = prices
+        self.state = state
+
+    def refusal(self, messages: list[dict[str, str]], params: dict[str, object]) -> str | None:
+        """Why this request may not be submitted, or None (and then it is counted as spent)."""
+        config, state = self.config, self.state
+        if config.max_requests is not None and state.submitted_requests >= config.max_requests:
+            return f"--max-requests {config.max_requests} reached"
+        total = estimate_tokens(messages, params)
+        asked = sum(count_text_tokens(m["content"]) for m in messages)
+        usage = Usage(prompt_tokens=asked, completion_tokens=total - asked)
+        cost = self.prices.cost(config.client.model, usage, batch=True) or 0.0
+        if config.max_cost is not None and state.estimated_cost + cost > config.max_cost:
+            return f"--max-cost ${config.max_cost:g} reached"
+        state.submitted_requests += 1
+        state.estimated_cost += cost
+        return None
+
+
+class InputFiles:
+    """Writes request lines into files of at most max_requests lines and max_bytes bytes."""
+
+    def __init__(self, folder: Path, round_number: int, max_requests: int, max_bytes: int) -> None:
+        self.folder = folder
+        self.round = round_number
+        self.max_requests = max_requests
+        self.max_bytes = max_bytes
+        self.records: list[BatchRecord] = []
+        self._stream: IO[bytes] | None = None
+        self._bytes = 0
+
+    def add(self, custom_id: str, body: dict[str, object]) -> None:
+        """Append one request, starting a new file when this one is full."""
+        line = json.dumps(
+            {"custom_id": custom_id, "method": "POST", "url": ENDPOINT, "body": body},
+            ensure_ascii=False,
+        ).encode("utf-8")
+        line += b"\n"
+        if len(line) > self.max_bytes:
+            raise UsageError(
+                f"one batch request is {len(line)} bytes, over the {self.max_bytes}-byte file "
+                "limit: shorten that abstract or tag it live"
+            )
+        current = self.records[-1] if self.records else None
+        full = current is not None and (
+            len(current.custom_ids) >= self.max_requests or self._bytes + len(line) > self.max_bytes
+        )
+        if current is None or full:
+            current = self._start()
+        assert self._stream is not None
+        self._write(line)
+        current.custom_ids.append(custom_id)
+
+    def close(self) -> list[BatchRecord]:
+        """Finish the last file (synced to disk) and return a record per file."""
+        self._finish()
+        return self.records
+
+    def _start(self) -> BatchRecord:
+        self._finish()
+        name = f"round{self.round}-part{len(self.records) + 1}"
+        path = self.folder / f"{name}.jsonl"
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._stream = path.open("wb")
+        except OSError as exc:
+            raise OutputError(f"cannot write {path}: {exc.strerror}: free space or fix it") from exc
+        self._bytes = 0
+        record = BatchRecord(name=name, round=self.round, input_path=str(path), custom_ids=[])
+        self.records.append(record)
+        return record
+
+    def _write(self, line: bytes) -> None:
+        assert self._stream is not None
+        try:
+            self._stream.write(line)
+        except OSError as exc:
+            raise OutputError(f"cannot write {self._stream.name}: {exc.strerror}") from exc
+        self._bytes += len(line)
+
+    def _finish(self) -> None:
+        if self._stream is not None:
+            self._stream.flush()
+            os.fsync(self._stream.fileno())
+            self._stream.close()
+            self._stream = None
+
+
+def build_round(
+    state: JobState,
+    plan: RunPlan,
+    abstracts: Iterable[Abstract],
+    files: InputFiles,
+    cap: SpendCap,
+    wanted_item: Callable[[ItemState], bool],
+) -> list[BatchRecord]:
+    """Requests for the wanted items (pending ones, repair turns), written into files.
+
+    The bodies come from the live run's request builder: the same messages, mode and params.
+    """
+    wanted = {key for key, item in state.items.items() if wanted_item(item)}
+    mode = Mode(state.mode)
+    params = dict(plan.prompt.params)
+    for abstract in abstracts:
+        key = plan.item_key(abstract)
+        if key not in wanted:
+            continue
+        wanted.discard(key)
+        item = state.items[key]
+        messages = render_messages(
+            plan.prompt, plan.taxonomy, plan.schema, abstract.text, abstract.title, mode
+        )
+        if item.status == "repair" and item.reply is not None:
+            messages = repair_messages(messages, item.reply, item.problems or "")
+        refusal = cap.refusal(messages, params)
+        if refusal is not None:
+            _not_run(item, refusal)
+            continue
+        client = plan.config.client
+        body = build_request(
+            client.model, messages, mode, plan.schema, params, logprobs=client.logprobs
+        )
+        files.add(key, body)
+        item.status = "submitted"
+        item.attempts += 1
+    for key in wanted:  # no longer among the inputs: nothing to write a row for
+        del state.items[key]
+    return files.close()
+
+
+def _not_run(item: ItemState, reason: str) -> None:
+    item.status = "not_run"
+    item.error = f"{reason}; raise the limit (or drop it) and rerun to finish"

@@ -1,0 +1,172 @@
+"""A finished batch's output and error lines: validated like live answers, kept in the cache."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from tagger.batch.api import BatchInfo
+from tagger.batch.jobfile import BatchRecord, ItemState, JobState
+from tagger.errors import InvalidAnswer
+from tagger.pipeline.cache import AnswerCache, outcome_entry
+from tagger.pipeline.outcome import Outcome
+from tagger.pipeline.validate import ECHOED_REPLY_CHARS, check_answer, cut_off_problem
+from tagger.prompting.plan import RunPlan
+from tagger.sending.confidence import area_confidence
+from tagger.usage import Usage
+
+log = logging.getLogger(__name__)
+# Per-request statuses worth another try in the next round (as the live client retries them).
+TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+# Lines a batch never ran because it ended first: resubmitted, never failed for it.
+NOT_RUN_CODES = frozenset({"batch_expired", "batch_cancelled"})
+TOKEN_LIMIT = "token_limit_exceeded"
+
+
+@dataclass
+class Collector:
+    """Turns a terminal batch's lines into item states and cache entries."""
+
+    state: JobState
+    plan: RunPlan
+    cache: AnswerCache
+    repair_turns: int
+    max_attempts: int
+
+    def collect(self, record: BatchRecord, info: BatchInfo, lines: list[str]) -> None:
+        """Settle every item of the batch: answered, to repair, to resubmit or failed."""
+        mine = set(record.custom_ids)
+        for text in lines:
+            line = _parse(text)
+            custom_id = line.get("custom_id")
+            item = self.state.items.get(custom_id) if isinstance(custom_id, str) else None
+            if item is None or custom_id not in mine or not self._waiting(item, record):
+                continue
+            self._line(str(custom_id), item, record, line)
+        for custom_id in record.custom_ids:  # lines the batch never ran
+            item = self.state.items.get(custom_id)
+            if item is not None and self._waiting(item, record):
+                self._unanswered(item, info)
+        record.collected = True
+
+    @staticmethod
+    def _waiting(item: ItemState, record: BatchRecord) -> bool:
+        return item.status == "submitted" and item.batch_id == record.batch_id
+
+    def _line(self, key: str, item: ItemState, record: BatchRecord, line: dict[str, Any]) -> None:
+        response = line.get("response")
+        error = line.get("error")
+        if isinstance(response, dict) and response.get("status_code") == 200:
+            body = response.get("body")
+            self._answer(key, item, record, body if isinstance(body, dict) else {})
+            return
+        if isinstance(response, dict):
+            status = response.get("status_code")
+            reason = f"HTTP {status}: {_error_message(response.get('body')) or 'no message'}"
+            if status in TRANSIENT_STATUS:
+                self._again(item, reason)
+            else:
+                self._fail(item, reason)
+            return
+        error = error if isinstance(error, dict) else {}
+        code, message = error.get("code") or "error", error.get("message") or "no message"
+        if code in NOT_RUN_CODES:
+            self._again(item, f"{code}: {message}")
+        else:
+            self._fail(item, f"batch request failed: {code}: {message}")
+
+    def _answer(self, key: str, item: ItemState, record: BatchRecord, body: dict[str, Any]) -> None:
+        choices = body.get("choices") or [{}]
+        choice = choices[0] if isinstance(choices[0], dict) else {}
+        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        content = str((message or {}).get("content") or "")
+        usage = _usage(body.get("usage"))
+        self.state.requests += 1
+        total = Usage.from_fields(self.state.usage) + usage
+        self.state.usage = total.as_fields()
+        spent = Usage.from_fields(item.usage) + usage
+        item.usage = spent.as_fields()
+        if choice.get("finish_reason") == "length":
+            limit = self.plan.prompt.params.get("max_tokens")
+            self._fail(item, cut_off_problem(limit, asked_again=False))
+            return
+        try:
+            answer = check_answer(content, self.plan.answer_model)
+        except InvalidAnswer as exc:
+            problems = str(exc)
+            if item.repairs < self.repair_turns and item.attempts < self.max_attempts:
+                item.repairs += 1
+                self.state.repairs += 1
+                log.info("invalid batch answer, repair turn %d: %s", item.repairs, problems)
+                item.status = "repair"
+                item.reply = content[:ECHOED_REPLY_CHARS]
+                item.problems = problems
+                item.error = f"invalid answer: {problems}"
+            else:
+                self._fail(item, f"invalid answer after {item.repairs} repair turn(s): {problems}")
+            return
+        logprobs = choice.get("logprobs")
+        answered = Outcome(
+            answer=answer,
+            usage=spent,
+            mode=self.state.mode,
+            confidence=area_confidence(
+                logprobs.get("content") if isinstance(logprobs, dict) else None,
+                self.plan.taxonomy.ids,
+                answer.get("task_area"),
+            ),
+            batch_id=record.batch_id,
+        )
+        self.cache.put(key, outcome_entry(answered))
+        item.status = "ok"
+        item.error = item.reply = item.problems = None
+
+    def _unanswered(self, item: ItemState, info: BatchInfo) -> None:
+        codes = [code for code, _ in info.errors]
+        if info.status == "failed" and TOKEN_LIMIT not in codes:
+            detail = "; ".join(f"{code}: {message}" for code, message in info.errors)
+            self._fail(item, f"batch {info.batch_id} failed: {detail or 'no reason given'}")
+            return
+        if info.status == "failed":  # the organisation's queue was full: not this item's fault
+            item.attempts -= 1
+        self._again(item, f"batch {info.batch_id} ended {info.status} before answering it")
+
+    def _again(self, item: ItemState, reason: str) -> None:
+        """Resubmit in the next round (as the repair turn it was, if it was one)."""
+        if item.attempts >= self.max_attempts:
+            self._fail(item, f"{reason} (after {item.attempts} attempts)")
+            return
+        item.status = "repair" if item.reply is not None else "pending"
+        item.error = reason
+
+    @staticmethod
+    def _fail(item: ItemState, reason: str) -> None:
+        item.status = "failed"
+        item.error = reason
+        item.reply = item.problems = None
+
+
+def _parse(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _usage(raw: Any) -> Usage:
+    if not isinstance(raw, dict):
+        return Usage()
+    details = raw.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else 0
+    return Usage.from_fields({**raw, "cached_input_tokens": cached})
+
+
+def _error_message(body: Any) -> str | None:
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return " ".join(str(error["message"]).split())[:240]
+    return None

@@ -1,0 +1,159 @@
+"""A batch job's rows, by the live pipeline: answers from the cache, failures from the job."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tagger.batch.jobfile import ItemState, JobState
+from tagger.config import Mode
+from tagger.files.abstracts import InputScan, iter_abstracts
+from tagger.files.rows import JsonlWriter
+from tagger.pipeline.cache import AnswerCache, cache_key
+from tagger.pipeline.item import ItemTagger, ModeProbe
+from tagger.pipeline.live import LiveRunner, RunStats
+from tagger.pipeline.outcome import Outcome
+from tagger.pipeline.progress import ProgressSink
+from tagger.pipeline.validate import repair_messages
+from tagger.pricing import PriceTable
+from tagger.prompting.plan import RunPlan
+from tagger.sending.client import LLMClient
+from tagger.sending.gate import SendGate, SpendGuard
+from tagger.usage import Usage
+
+NO_BATCH_ANSWER = "no batch answer for this abstract: rerun the same command"
+
+
+@dataclass
+class BatchLeftovers(ItemTagger):
+    """The live tagger of a batch run: what the cache lacks gets the job's failure as its error.
+
+    Nothing is sent unless `live` (--finish-live): then leftovers are tagged live, and an
+    answer a batch returned invalid gets its repair turn live (the same repair messages).
+    """
+
+    job: JobState = field(default_factory=lambda: JobState.model_construct())
+    run_part: str = ""
+    live: bool = False
+
+    def _item(self, text: str, title: str | None) -> ItemState | None:
+        return self.job.items.get(cache_key(self.run_part, text, title))
+
+    def render(self, text: str, title: str | None, mode: Mode) -> list[dict[str, str]]:
+        """The live messages; for an invalid batch answer, followed by its repair turn."""
+        messages = super().render(text, title, mode)
+        item = self._item(text, title)
+        if item is not None and item.status == "repair" and item.reply is not None:
+            return repair_messages(messages, item.reply, item.problems or "")
+        return messages
+
+    async def tag(self, text: str, title: str | None) -> Outcome:
+        """The job's verdict for an abstract the cache has no answer for."""
+        item = self._item(text, title)
+        if item is not None and item.status == "not_run":
+            return Outcome(error=item.error, stopped=True)
+        if self.live and (item is None or item.status in ("pending", "repair")):
+            return await super().tag(text, title)
+        if item is not None and item.status in ("pending", "repair"):  # the job was cancelled
+            return Outcome(error=f"{item.error}; rerun the same command to resubmit", stopped=True)
+        return Outcome.failed((item.error if item is not None else None) or NO_BATCH_ANSWER)
+
+
+@dataclass(frozen=True)
+class BatchCosts:
+    """What the batch part cost, and what the whole run would have cost live."""
+
+    usage: Usage
+    cost: float | None  # batch requests at batch prices plus --finish-live requests
+    live_cost: float | None  # the same tokens at live prices
+
+
+async def write_rows(
+    job: JobState,
+    plan: RunPlan,
+    scan: InputScan,
+    cache: AnswerCache,
+    writer: JsonlWriter,
+    progress: ProgressSink,
+    prices: PriceTable,
+) -> tuple[RunStats, BatchCosts]:
+    """One row per input abstract through the live runner; stats include the batch requests."""
+    config = plan.config
+    assert config.batch is not None
+    gate = SendGate(
+        config.client.rpm, config.client.tpm, config.concurrency, _guard(job, plan, prices)
+    )
+    client = LLMClient(config.client, gate)
+    tagger = BatchLeftovers(
+        client=client,
+        prompt=plan.prompt,
+        taxonomy=plan.taxonomy,
+        answer_model=plan.answer_model,
+        schema=plan.schema,
+        probe=ModeProbe(Mode(job.mode)),
+        repair_turns=config.repair_turns,
+        max_attempts=config.client.max_attempts,
+        job=job,
+        run_part=plan.key_run_part,
+        live=config.batch.finish_live,
+    )
+    runner = LiveRunner(plan, tagger, client, cache, writer, progress, prices)
+    try:
+        stats = await runner.run(iter_abstracts(scan.files))
+    finally:
+        await client.aclose()
+    return stats, add_batch_part(stats, job, prices, config.client.model)
+
+
+def _guard(job: JobState, plan: RunPlan, prices: PriceTable) -> SpendGuard | None:
+    """--max-requests and --max-cost for --finish-live: what the batch rounds left of them."""
+    config = plan.config
+    if config.max_requests is None and config.max_cost is None:
+        return None
+    requests = config.max_requests
+    cost = config.max_cost
+    return SpendGuard(
+        None if requests is None else max(0, requests - job.submitted_requests),
+        None if cost is None else max(0.0, cost - job.estimated_cost),
+        lambda prompt, completion: prices.cost(config.client.model, Usage(prompt, completion)),
+    )
+
+
+def add_batch_part(stats: RunStats, job: JobState, prices: PriceTable, model: str) -> BatchCosts:
+    """Count the batch requests, repairs and tokens into the run's stats; their costs."""
+    batch_usage = Usage.from_fields(job.usage)
+    live_part = stats.cost
+    batch_cost = prices.cost(model, batch_usage, batch=True)
+    at_live_prices = prices.cost(model, batch_usage)
+    stats.requests += job.requests
+    stats.repairs += job.repairs
+    stats.usage += batch_usage
+    stats.cost = None if batch_cost is None or live_part is None else batch_cost + live_part
+    live_cost = None if at_live_prices is None or live_part is None else at_live_prices + live_part
+    return BatchCosts(batch_usage, stats.cost, live_cost)
+
+
+def batch_manifest(job: JobState, costs: BatchCosts) -> dict[str, Any]:
+    """The manifest's `batch` entry: the job, its rounds and every batch."""
+    return {
+        "job_id": job.job_id,
+        "mode": job.mode,
+        "rounds": job.rounds,
+        "requests": job.requests,
+        "repairs": job.repairs,
+        **Usage.from_fields(job.usage).as_fields(),
+        "cost_usd": costs.cost,
+        "live_cost_usd": costs.live_cost,
+        "batches": [
+            {
+                "batch_id": record.batch_id,
+                "round": record.round,
+                "file": record.name,
+                "requests": len(record.custom_ids),
+                "status": record.status,
+                "request_counts": record.request_counts,
+                "error": record.error,
+            }
+            for record in job.batches
+        ],
+    }

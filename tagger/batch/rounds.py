@@ -1,0 +1,197 @@
+"""A job's rounds: submit input files, poll the batches, collect them, build the next round."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Protocol
+
+from tagger.batch import jobfile
+from tagger.batch.api import BatchAPI, BatchInfo
+from tagger.batch.build import InputFiles, SpendCap, build_round
+from tagger.batch.collect import TOKEN_LIMIT, Collector
+from tagger.batch.jobfile import BatchRecord, ItemState, JobState
+from tagger.config import RunConfig
+from tagger.errors import BatchAPITrouble, FatalAPIError
+from tagger.files.abstracts import Abstract
+from tagger.pipeline.cache import AnswerCache
+from tagger.pricing import PriceTable
+from tagger.prompting.plan import RunPlan
+
+log = logging.getLogger(__name__)
+# Rounds in a row in which the enqueued-token limit failed every batch before tagger gives up.
+TOKEN_LIMITED_ROUNDS = 3
+# Failed looks at a batch in a row (each after the SDK's own retries) before a wait gives up.
+POLL_TROUBLES = 10
+
+
+class BatchWatcher(Protocol):
+    """Told whenever the job's batches or counts may have changed (the CLI's progress lines)."""
+
+    def update(self, state: JobState) -> None:
+        """The state after a submission or a poll."""
+
+
+class BatchRounds:
+    """Drives one job until every item is answered, failed, or left for --finish-live."""
+
+    def __init__(
+        self,
+        state: JobState,
+        plan: RunPlan,
+        abstracts: Callable[[], Iterable[Abstract]],
+        cache: AnswerCache,
+        api: BatchAPI,
+        prices: PriceTable,
+        watcher: BatchWatcher,
+    ) -> None:
+        self.state = state
+        self.plan = plan
+        self.config: RunConfig = plan.config
+        assert self.config.batch is not None
+        self.batch = self.config.batch
+        self.abstracts = abstracts
+        self.cache = cache
+        self.api = api
+        self.prices = prices
+        self.watcher = watcher
+        self.collector = Collector(
+            state, plan, cache, self.config.repair_turns, self.config.client.max_attempts
+        )
+        self._uploaded_here: set[str] = set()
+        self._troubles = 0  # failed looks at a batch in a row
+
+    def save(self) -> None:
+        """Write the job file now."""
+        jobfile.save(self.config.cache_dir, self.state)
+
+    async def advance(self, *, wait: bool) -> bool:
+        """Submit, poll and collect; True once nothing is left for a batch round.
+
+        Without `wait` this returns after one look at the batches (--detach).
+        """
+        while True:
+            await self._submit()
+            await self._poll()
+            if self.state.active_batches():
+                if not wait:
+                    return False
+                await asyncio.sleep(self.batch.poll_interval)
+                continue
+            if not any(self._next_round(item) for item in self.state.items.values()):
+                return True
+            if jobfile.cancel_marker(self.config.cache_dir, self.state.job_id).exists():
+                log.warning("batch job %s was cancelled: nothing resubmitted", self.state.job_id)
+                return True  # the rest are written as not run; rerunning resubmits them
+            self._build_round()
+
+    def _next_round(self, item: ItemState) -> bool:
+        """Whether an item goes into the next round (with --finish-live: only if never sent)."""
+        if item.status not in ("pending", "repair"):
+            return False
+        return not self.batch.finish_live or item.attempts == 0
+
+    def _build_round(self) -> None:
+        state = self.state
+        state.rounds += 1
+        folder = jobfile.files_dir(self.config.cache_dir, state.job_id)
+        files = InputFiles(
+            folder, state.rounds, self.batch.max_requests_per_file, self.batch.max_bytes_per_file
+        )
+        cap = SpendCap(self.config, self.prices, state)
+        records = build_round(state, self.plan, self.abstracts(), files, cap, self._next_round)
+        state.batches.extend(records)
+        self.save()  # the files exist: the job knows them before anything is uploaded
+        log.info("batch round %d: %d input file(s)", state.rounds, len(records))
+
+    async def _submit(self) -> None:
+        for record in self.state.batches:
+            if record.batch_id is None and not record.collected:
+                await self._submit_one(record)
+                self.watcher.update(self.state)
+
+    async def _submit_one(self, record: BatchRecord) -> None:
+        if record.file_id is None and not Path(record.input_path).is_file():
+            self._lost(record)
+            return
+        if record.file_id is None:
+            record.file_id = await self.api.upload(Path(record.input_path))
+            record.status = "uploaded"
+            self._uploaded_here.add(record.file_id)
+            self.save()
+        info: BatchInfo | None = None
+        if record.file_id not in self._uploaded_here:  # a run may have died before noting it
+            info = await self.api.find(record.file_id)
+        if info is None:
+            metadata = {"tagger_job": self.state.job_id, "tagger_file": record.name}
+            info = await self.api.create(record.file_id, metadata)
+        record.batch_id = info.batch_id
+        record.status = info.status
+        for custom_id in record.custom_ids:
+            item = self.state.items.get(custom_id)
+            if item is not None:
+                item.batch_id = info.batch_id
+        self.save()
+        log.info("submitted %s as batch %s", record.name, info.batch_id)
+
+    def _lost(self, record: BatchRecord) -> None:
+        """An input file deleted before it was uploaded: its items go into the next round."""
+        for custom_id in record.custom_ids:
+            item = self.state.items.get(custom_id)
+            if item is not None and item.status == "submitted" and item.batch_id is None:
+                item.status = "repair" if item.reply is not None else "pending"
+                item.attempts -= 1
+        record.collected = True
+        record.error = f"input file {record.input_path} was gone before upload: rebuilt"
+        self.save()
+
+    async def _poll(self) -> None:
+        changed = False
+        for record in self.state.active_batches():
+            assert record.batch_id is not None
+            try:
+                info = await self.api.retrieve(record.batch_id)
+            except BatchAPITrouble as exc:
+                self._troubles += 1
+                if self._troubles >= POLL_TROUBLES:
+                    raise
+                log.warning("could not look at batch %s, trying again: %s", record.batch_id, exc)
+                continue
+            self._troubles = 0
+            if (info.status, info.counts) != (record.status, record.request_counts):
+                changed = True
+            record.status, record.request_counts = info.status, info.counts
+            if record.terminal:
+                await self._collect(record, info)
+                changed = True
+        if changed:
+            self._check_token_limit()
+            self.save()
+        self.watcher.update(self.state)
+
+    async def _collect(self, record: BatchRecord, info: BatchInfo) -> None:
+        lines: list[str] = []
+        for file_id in (info.output_file_id, info.error_file_id):
+            if file_id:
+                lines.extend((await self.api.content(file_id)).splitlines())
+        record.error = "; ".join(f"{code}: {message}" for code, message in info.errors) or None
+        self.collector.collect(record, info, lines)
+        self.save()  # answers are in the cache; the job now says so too
+        log.info("collected batch %s (%s)", record.batch_id, info.status)
+
+    def _check_token_limit(self) -> None:
+        """Stop resubmitting when the token limit fails whole rounds, however small the queue."""
+        state = self.state
+        latest = [b for b in state.batches if b.round == state.rounds]
+        if not latest or any(not b.collected for b in latest):
+            return
+        limited = all(b.status == "failed" and TOKEN_LIMIT in (b.error or "") for b in latest)
+        state.token_limited_rounds = state.token_limited_rounds + 1 if limited else 0
+        if state.token_limited_rounds >= TOKEN_LIMITED_ROUNDS:
+            raise FatalAPIError(
+                f"every batch of the last {TOKEN_LIMITED_ROUNDS} rounds failed with "
+                f"{TOKEN_LIMIT} (the organisation's enqueued-token limit): submit fewer "
+                "requests per batch (--batch-max-requests) or run without --batch"
+            )

@@ -1,0 +1,214 @@
+"""`tagger run --batch`: its options, progress lines while batches run, and its summary."""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from tagger import defaults
+from tagger.cli.common import EXIT_INTERRUPTED, say
+from tagger.config import BatchConfig
+from tagger.errors import UsageError
+from tagger.redact import public_url
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tagger.batch.jobfile import JobState
+    from tagger.cli.job import RunOptions
+    from tagger.config import RunConfig
+    from tagger.files.abstracts import InputScan
+    from tagger.pipeline.job import DryRunReport
+    from tagger.pricing import PriceTable
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    """The batch options of `tagger run`, as given."""
+
+    enabled: bool = False
+    detach: bool = False
+    finish_live: bool = False
+    max_requests_per_file: int = defaults.BATCH_MAX_REQUESTS
+    max_bytes_per_file: int = defaults.BATCH_MAX_BYTES
+    poll_interval: float = defaults.BATCH_POLL_SECONDS
+
+    def config(self) -> BatchConfig | None:
+        """The batch configuration, None for a live run; UsageError for a batch-only option."""
+        if not self.enabled:
+            given = [name for name, on in (("--detach", self.detach),
+                     ("--finish-live", self.finish_live)) if on]  # fmt: skip
+            if given:
+                raise UsageError(f"{given[0]} only applies to a batch run: add --batch")
+            return None
+        return BatchConfig(
+            max_requests_per_file=self.max_requests_per_file,
+            max_bytes_per_file=self.max_bytes_per_file,
+            poll_interval=self.poll_interval,
+            detach=self.detach,
+            finish_live=self.finish_live,
+        )
+
+
+class BatchLines:
+    """Progress while batches run: one line on stderr whenever the counts change."""
+
+    def __init__(self, console: Console, *, quiet: bool) -> None:
+        self.console = console
+        self.quiet = quiet
+        self._last = ""
+
+    def update(self, state: JobState) -> None:
+        """Say how the job's running batches stand, if that changed."""
+        if not state.batches:
+            return
+        line = progress_line(state)
+        if line != self._last and not self.quiet:
+            say(self.console, line)
+        self._last = line
+
+
+def progress_line(state: JobState) -> str:
+    """'batch job ab12: round 1 · 2 batches in_progress · 40/57 answered, 1 failed'."""
+    running = state.active_batches()
+    if not running:
+        items = state.counts()
+        waiting = items.get("pending", 0) + items.get("repair", 0)
+        return (
+            f"batch job {state.job_id}: round {state.rounds} collected · ok {items.get('ok', 0)}"
+            f" · failed {items.get('failed', 0)} · to resubmit or repair {waiting}"
+        )
+    statuses: dict[str, int] = {}
+    for record in running:
+        statuses[record.status] = statuses.get(record.status, 0) + 1
+    counts = [r.request_counts for r in running]
+    total = sum(
+        c.get("total", 0) or len(r.custom_ids) for c, r in zip(counts, running, strict=True)
+    )
+    answered = sum(c.get("completed", 0) for c in counts)
+    failed = sum(c.get("failed", 0) for c in counts)
+    status = ", ".join(f"{n} {name}" for name, n in sorted(statuses.items())) or "none running"
+    return (
+        f"batch job {state.job_id}: round {state.rounds} · batches: {status} · "
+        f"{answered}/{total} answered, {failed} failed"
+    )
+
+
+def rerun_command(options: RunOptions) -> str:
+    """The command that finds this job again (the API key is never part of it)."""
+    parts = ["tagger", "run", *map(str, options.paths), "-o", str(options.output), "--batch"]
+    chosen: list[tuple[str, Any, Any]] = [
+        ("--model", options.model, defaults.MODEL),
+        ("--base-url", public_url(options.base_url) if options.base_url else None, None),
+        ("--prompt", options.prompt, None),
+        ("--prompts-dir", options.prompts_dir, None),
+        ("--mode", options.mode, None),
+        ("--cache-dir", options.cache_dir, defaults.CACHE_DIR),
+    ]
+    for flag, value, default in chosen:
+        if value is not None and value != default:
+            parts += [flag, str(value)]
+    if options.batch is not None and options.batch.finish_live:
+        parts.append("--finish-live")
+    return shlex.join(parts)
+
+
+def run_batch(
+    options: RunOptions,
+    config: RunConfig,
+    scanned: InputScan,
+    prices: PriceTable,
+    console: Console,
+) -> None:
+    """Submit, wait and collect (or submit and leave); exit 0, 1, 2 or 130 like a live run."""
+    from tagger.batch.job import run_batch_job
+    from tagger.cli.progress import BarProgress
+    from tagger.cli.tables import print_summary
+
+    destination = None if str(options.output) == "-" else options.output
+    sink = BarProgress(console, scanned.count, show=not options.quiet)
+    command = rerun_command(options)
+    run = run_batch_job(
+        config,
+        scanned,
+        destination,
+        sink,
+        prices,
+        BatchLines(console, quiet=options.quiet),
+        command,
+    )
+    try:
+        with _sigterm_interrupts(), sink.shown():
+            result = asyncio.run(run)
+    except KeyboardInterrupt:
+        say(
+            console,
+            "Interrupted: batches already submitted keep running on the server; "
+            f"run the same command to collect them: {command}",
+        )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    job, stats = result.job, result.stats
+    if stats is None:
+        running = len(job.active_batches())
+        say(
+            console,
+            f"batch job {job.job_id}: {running} batch(es) running on the server "
+            f"({sum(1 for i in job.items.values() if i.status == 'submitted')} requests). "
+            f"They finish within 24 h; collect them with: {command}",
+        )
+        return
+    print_summary(console, stats, destination, quiet=options.quiet)
+    costs = result.costs
+    if costs is not None and not options.quiet and job.batches:
+        say(console, cost_line(job, costs.cost, costs.live_cost))
+    if stats.interrupted:
+        raise typer.Exit(EXIT_INTERRUPTED)
+    if stats.failed or stats.stop_reason or stats.not_run:
+        raise typer.Exit(1)
+
+
+def cost_line(job: JobState, cost: float | None, live_cost: float | None) -> str:
+    """The batch part of the summary: rounds, batches, and the cost against live prices."""
+    spent = "n/a (unknown model price)" if cost is None else f"${cost:.4f}"
+    live = "" if live_cost is None else f" (the same run live: ${live_cost:.4f})"
+    return (
+        f"batch job {job.job_id}: {job.rounds} round(s), {len(job.batches)} batch(es), "
+        f"{job.requests} answers, {job.repairs} repair turn(s); estimated cost {spent}{live}"
+    )
+
+
+def print_batch_estimate(console: Console, report: DryRunReport, config: RunConfig,
+                         prices: PriceTable) -> None:  # fmt: skip
+    """--dry-run --batch: the estimate at batch prices, beside the live one."""
+    from tagger.usage import Usage
+
+    usage = Usage(report.prompt_tokens, report.completion_tokens)
+    batch = prices.cost(config.client.model, usage, batch=True)
+    live = "n/a" if report.cost is None else f"${report.cost:.4f}"
+    spent = "n/a (unknown model price)" if batch is None else f"${batch:.4f}"
+    say(console, f"estimated cost with --batch: {spent} at Batch API prices (live: {live})")
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM ends the wait like Ctrl-C: the job file already holds everything."""
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, on_sigterm)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)

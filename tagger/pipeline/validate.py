@@ -1,0 +1,48 @@
+"""Check a reply's content against the answer model; the turns that ask for a repair."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from tagger.errors import InvalidAnswer
+from tagger.prompting.answers import extract_json
+from tagger.prompting.schema import format_validation_error
+
+__all__ = ["REPAIR_REQUEST", "check_answer", "cut_off_problem", "repair_messages"]
+REPAIR_REQUEST = (
+    "Your previous reply could not be used: {problems}\n"
+    "Reply again with only the corrected JSON object."
+)
+# The model's reply is echoed back in a repair turn; a runaway reply is not worth paying for twice.
+ECHOED_REPLY_CHARS = 4000
+
+
+def check_answer(content: str, answer_model: type[BaseModel]) -> dict[str, Any]:
+    """The validated answer as JSON data; InvalidAnswer with the problems for the user if not."""
+    try:
+        answer = answer_model.model_validate(extract_json(content))
+    except ValidationError as exc:
+        raise InvalidAnswer(format_validation_error(exc)) from None
+    return answer.model_dump(mode="json")
+
+
+def repair_messages(
+    messages: list[dict[str, str]], content: str, problems: str
+) -> list[dict[str, str]]:
+    """The conversation so far, the unusable reply and the request to correct it."""
+    return [
+        *messages,
+        {"role": "assistant", "content": content[:ECHOED_REPLY_CHARS]},
+        {"role": "user", "content": REPAIR_REQUEST.format(problems=problems)},
+    ]
+
+
+def cut_off_problem(max_tokens: object, *, asked_again: bool) -> str:
+    """The failure for an answer the server cut off (finish_reason=length) at max_tokens."""
+    retried = ", also when asked again with twice that" if asked_again else ""
+    return (
+        f"answer cut off at max_tokens={max_tokens} (finish_reason=length{retried}): "
+        "raise max_tokens in the prompt's [params]"
+    )
