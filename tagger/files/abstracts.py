@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from json import JSONDecodeError
 from pathlib import Path
 from typing import Any
@@ -148,8 +148,12 @@ def iter_abstracts(files: Sequence[Path]) -> Iterator[Abstract]:
     index = 0
     for path in files:
         for raw in _read_file(path):
-            # Readers cannot know the run-wide position, so it is filled in here.
-            yield replace(raw, index=index)
+            # Readers cannot know the run-wide position, so it is filled in here (positional:
+            # dataclasses.replace() costs several times more, on a path run twice per abstract).
+            yield Abstract(
+                raw.id, raw.text, raw.source, index, raw.line, raw.venue, raw.year, raw.title,
+                raw.extra,
+            )  # fmt: skip
             index += 1
 
 
