@@ -23,3 +23,8 @@ LOCAL_TIMEOUT = 600.0
 BATCH_MAX_REQUESTS = 50_000
 BATCH_MAX_BYTES = 200 * 1024 * 1024
 BATCH_POLL_SECONDS = 30.0
+
+# `tagger sample`: rows drawn, the seed (same seed, same rows), the floor per stratum.
+SAMPLE_SIZE = 300
+SAMPLE_SEED = 1
+SAMPLE_MIN_PER_STRATUM = 5

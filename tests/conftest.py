@@ -14,23 +14,14 @@ from typing import Any
 import pytest
 
 from tests.fakeserver import FakeLLM
-
-# Names new test files imported from here before tests/harness.py existed; kept until they
-# import them from tests.harness (or tests.fakeserver) instead.
-from tests.fakeserver import Recorded as Recorded
-from tests.fakeserver import first_user_message as first_user_message
-from tests.harness import PROMPTS_DIR as PROMPTS_DIR
-from tests.harness import SEEDS_DIR as SEEDS_DIR
-from tests.harness import TEST_KEY as TEST_KEY
 from tests.harness import StartFake, StartTagger, TaggerCLI, popen, taxonomy_ids
-from tests.harness import one_line as one_line
-from tests.harness import seed_texts as seed_texts
 
 _ENV_NAMES = (
     "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID",
     "TAGGER_PROMPTS_DIR", "TAGGER_CACHE_DIR", "TAGGER_MODEL", "TAGGER_PROMPT", "TAGGER_MODE",
     "TAGGER_CONCURRENCY", "TAGGER_RPM", "TAGGER_TPM", "TAGGER_TIMEOUT", "TAGGER_MAX_ATTEMPTS",
     "TAGGER_MAX_COST", "TAGGER_MAX_REQUESTS", "TAGGER_PRICES", "TAGGER_HTTP",
+    "TAGGER_BATCH_MAX_BYTES", "TAGGER_BATCH_MAX_REQUESTS", "TAGGER_BATCH_POLL",
     "COLUMNS", "LINES",
 )  # fmt: skip
 

@@ -14,15 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from tests.fakeserver import FakeLLM, Recorded, first_user_message
-from tests.harness import PROMPTS_DIR, SAFETY_TIMEOUT, taxonomy_ids, wait_until
+from tests.harness import PROMPTS_DIR, SAFETY_TIMEOUT, wait_until
 
 # Names new test files imported from here before tests/harness.py existed; kept until they
 # import them from tests.harness instead.
-from tests.harness import clean_env as clean_env
-from tests.harness import popen as popen
-from tests.harness import run_args as run_args
-from tests.harness import run_cli as run_cli
-from tests.harness import subprocess_cmd as subprocess_cmd
 
 MODEL = "gpt-4o-mini"
 _WS = re.compile(r"\s+")
@@ -145,14 +140,6 @@ def requests_by_id(history: Sequence[Recorded], inputs: Inputs) -> dict[str, lis
             continue
         grouped[lookup.get(abstract_in_request(rec) or "", "?")].append(rec)
     return dict(grouped)
-
-
-def fake(latency: float = 0.0, seed: int = 0) -> FakeLLM:
-    """A started fake server answering with the real taxonomy's areas (the caller stops it).
-
-    Kept for new test files written before the `fake_server` fixture; tests use the fixture.
-    """
-    return FakeLLM(areas=taxonomy_ids(), latency=latency, seed=seed).start()
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:

@@ -4,38 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.fakeserver import FakeLLM, first_user_message
-from tests.harness import TaggerCLI, one_line, seed_texts
-
-FAST = ("--batch", "--batch-poll", "0.01")
-
-
-def batch_run(cli: TaggerCLI, *extra: object, **kwargs: Any) -> Any:
-    """`tagger run --batch` polling at once; the fake finishes a batch at its 2nd retrieve."""
-    if cli.fake.batches is not None and cli.fake.batches.auto_after is None:
-        cli.fake.batches.auto_after = 2
-    return cli.run(*FAST, *extra, **kwargs)
-
-
-def batch_lines(fake: FakeLLM) -> list[dict[str, Any]]:
-    """Every input line of every batch the fake was asked to create, in order."""
-    assert fake.batches is not None
-    return [line for batch in fake.batches.created for line in batch.parsed()]
-
-
-def counts_in(output: str) -> dict[str, int]:
-    """The summary table's counts (items, ok, failed, not run, cached) as printed."""
-    found = {}
-    for label in ("items", "ok", "failed", "not run", "cached"):
-        for line in output.splitlines():
-            cells = [c.strip() for c in line.split("│") if c.strip()]
-            if len(cells) == 2 and cells[0] == label:
-                found[label] = int(cells[1])
-    return found
+from tests.batchhelpers import batch_lines, batch_run, counts_in
+from tests.fakeserver import first_user_message
+from tests.harness import StartFake, TaggerCLI, one_line, seed_texts
 
 
 def test_a_batch_run_writes_the_rows_a_live_run_writes(tagger_cli: TaggerCLI, tmp_path: Path):
@@ -199,10 +173,11 @@ def test_a_token_limited_batch_is_resubmitted_when_the_earlier_ones_finish(
     assert all(row["status"] == "ok" for row in tagger_cli.rows())
 
 
-def test_a_server_without_the_batch_api_is_one_clear_error(cli_env: Path, tmp_path: Path):
-    with FakeLLM(batches=False) as fake:
-        cli = TaggerCLI(fake, tmp_path)
-        result = batch_run(cli)
+def test_a_server_without_the_batch_api_is_one_clear_error(
+    cli_env: Path, tmp_path: Path, fake_server: StartFake
+):
+    cli = TaggerCLI(fake_server(batches=False), tmp_path)
+    result = batch_run(cli)
     assert result.exit_code == 2
     message = one_line(result.output)
     assert "does not offer the Batch API" in message and "without --batch" in message

@@ -4,38 +4,15 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
+from tests.batchhelpers import batch_run
 from tests.fakeserver import FakeLLM
-from tests.harness import TaggerCLI, one_line, seed_texts
-from tests.scalehelpers import (
-    assert_rows_match,
-    fake,
-    popen,
-    read_manifest,
-    read_rows,
-    run_args,
-    run_cli,
-    wait_until,
-    write_inputs,
-)
-from tests.test_batch import batch_run
+from tests.harness import TaggerCLI, one_line, popen, run_args, run_cli, seed_texts, wait_until
+from tests.scalehelpers import assert_rows_match, read_manifest, read_rows, write_inputs
 
 BATCH = ("--batch", "--batch-poll", "0.02", "--batch-max-requests", "10")
-
-
-@pytest.fixture
-def llm() -> Iterator[FakeLLM]:
-    """A fake whose batches move only when the test moves them."""
-    server = fake()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def job_file(cache: Path) -> dict[str, Any]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import openai
@@ -12,6 +11,7 @@ import pytest
 
 from tests.fakebatch_http import jsonl
 from tests.fakeserver import FakeLLM
+from tests.harness import StartFake
 
 MODEL = "gpt-4o-mini"
 SCHEMA_RF: dict[str, Any] = {
@@ -54,10 +54,9 @@ def input_file(bodies: list[dict[str, Any]], ids: list[str] | None = None) -> by
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeLLM]:
+def fake(fake_server: StartFake) -> FakeLLM:
     """A started fake server with the batch endpoints."""
-    with FakeLLM(areas=["vision", "nlp", "graphs"]) as server:
-        yield server
+    return fake_server(areas=["vision", "nlp", "graphs"])
 
 
 @pytest.fixture
@@ -357,14 +356,14 @@ def test_unknown_ids_and_bad_requests_get_openai_errors(client: openai.OpenAI) -
         )
 
 
-@pytest.mark.parametrize("make", [lambda: FakeLLM(batches=False), lambda: FakeLLM().llama_cpp(0)])
-def test_a_server_without_batches_answers_404(make: Any) -> None:
-    with make() as fake:
-        client = openai.OpenAI(base_url=fake.base_url, api_key="k", max_retries=0, timeout=60)
-        with pytest.raises(openai.NotFoundError, match="Unknown request URL"):
-            client.files.create(file=("x.jsonl", b"{}\n"), purpose="batch")
-        with pytest.raises(openai.NotFoundError):
-            client.batches.retrieve("batch_x")
+@pytest.mark.parametrize("kind", ["no batches", "llama.cpp"])
+def test_a_server_without_batches_answers_404(kind: str, fake_server: StartFake) -> None:
+    fake = fake_server(batches=False) if kind == "no batches" else fake_server().llama_cpp(0)
+    client = openai.OpenAI(base_url=fake.base_url, api_key="k", max_retries=0, timeout=60)
+    with pytest.raises(openai.NotFoundError, match="Unknown request URL"):
+        client.files.create(file=("x.jsonl", b"{}\n"), purpose="batch")
+    with pytest.raises(openai.NotFoundError):
+        client.batches.retrieve("batch_x")
 
 
 def test_async_client_round_trip(fake: FakeLLM) -> None:

@@ -15,6 +15,7 @@ from tagger.pipeline.outcome import Outcome
 from tagger.pipeline.validate import ECHOED_REPLY_CHARS, check_answer, cut_off_problem
 from tagger.prompting.plan import RunPlan
 from tagger.sending.confidence import area_confidence
+from tagger.sending.reply import Reply, reply_from_json
 from tagger.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -78,17 +79,17 @@ class Collector:
             self._fail(item, f"batch request failed: {code}: {message}")
 
     def _answer(self, key: str, item: ItemState, record: BatchRecord, body: dict[str, Any]) -> None:
-        choices = body.get("choices") or [{}]
-        choice = choices[0] if isinstance(choices[0], dict) else {}
-        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
-        content = str((message or {}).get("content") or "")
-        usage = _usage(body.get("usage"))
+        try:
+            reply = reply_from_json(body)
+        except TypeError:
+            reply = Reply(content="", finish_reason=None)  # validation says what is wrong
+        content, usage = reply.content, reply.usage
         self.state.requests += 1
         total = Usage.from_fields(self.state.usage) + usage
         self.state.usage = total.as_fields()
         spent = Usage.from_fields(item.usage) + usage
         item.usage = spent.as_fields()
-        if choice.get("finish_reason") == "length":
+        if reply.finish_reason == "length":
             limit = self.plan.prompt.params.get("max_tokens")
             self._fail(item, cut_off_problem(limit, asked_again=False))
             return
@@ -107,15 +108,12 @@ class Collector:
             else:
                 self._fail(item, f"invalid answer after {item.repairs} repair turn(s): {problems}")
             return
-        logprobs = choice.get("logprobs")
         answered = Outcome(
             answer=answer,
             usage=spent,
             mode=self.state.mode,
             confidence=area_confidence(
-                logprobs.get("content") if isinstance(logprobs, dict) else None,
-                self.plan.taxonomy.ids,
-                answer.get("task_area"),
+                reply.logprobs, self.plan.taxonomy.ids, answer.get("task_area")
             ),
             batch_id=record.batch_id,
         )
@@ -154,14 +152,6 @@ def _parse(text: str) -> dict[str, Any]:
     except json.JSONDecodeError:
         return {}
     return value if isinstance(value, dict) else {}
-
-
-def _usage(raw: Any) -> Usage:
-    if not isinstance(raw, dict):
-        return Usage()
-    details = raw.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else 0
-    return Usage.from_fields({**raw, "cached_input_tokens": cached})
 
 
 def _error_message(body: Any) -> str | None:

@@ -8,9 +8,9 @@ from typing import Annotated, Any
 
 import typer
 
+from tagger import defaults
 from tagger.cli.common import errors, print_err
 from tagger.cli.runfiles import RunArg, read_runs
-from tagger.review.sample import DEFAULT_MIN_PER_STRATUM, DEFAULT_SEED, DEFAULT_SIZE
 
 
 def design_path(sheet: Path) -> Path:
@@ -23,9 +23,9 @@ def sample(
     output: Annotated[
         Path, typer.Option("-o", "--output", help="review.csv or review.xlsx (format from suffix).")
     ],
-    n: Annotated[int, typer.Option("-n", help="Rows to draw.", min=1)] = DEFAULT_SIZE,
+    n: Annotated[int, typer.Option("-n", help="Rows to draw.", min=1)] = defaults.SAMPLE_SIZE,
     seed: Annotated[int, typer.Option(help="Random seed: the same seed draws the same rows.")] = (
-        DEFAULT_SEED
+        defaults.SAMPLE_SEED
     ),
     stratify: Annotated[
         str | None,
@@ -35,7 +35,7 @@ def sample(
     ] = None,
     min_per_stratum: Annotated[
         int, typer.Option(help="With --stratify: at least this many rows per stratum.", min=0)
-    ] = DEFAULT_MIN_PER_STRATUM,
+    ] = defaults.SAMPLE_MIN_PER_STRATUM,
     uncertain: Annotated[
         bool,
         typer.Option(

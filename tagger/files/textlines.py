@@ -102,6 +102,9 @@ def _bounded_int(digits: str) -> int:
     return int(digits)
 
 
+_DECODER = json.JSONDecoder(parse_int=_bounded_int)  # json.loads with options builds one per call
+
+
 def parse_json(text: str) -> Any:
     """json.loads, refusing integers too long to be data (ValueError says which)."""
-    return json.loads(text, parse_int=_bounded_int)
+    return _DECODER.decode(text)

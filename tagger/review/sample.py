@@ -8,12 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tagger import defaults
 from tagger.errors import UsageError
 from tagger.review.where import CONFIDENCE_FIELD, Where, apply_filters, confidence
 
-DEFAULT_SIZE = 300
-DEFAULT_SEED = 1
-DEFAULT_MIN_PER_STRATUM = 5
 STRATIFY_FIELDS = ("task_area", "status", "source", "venue", "year")
 # Per-row columns a sample adds; gold import keeps them so eval can weight the sample back.
 SAMPLE_FIELDS = (
@@ -113,9 +111,9 @@ def draw_sample(
     rows: Sequence[dict[str, Any]],
     n: int,
     *,
-    seed: int = DEFAULT_SEED,
+    seed: int = defaults.SAMPLE_SEED,
     stratify: str | None = None,
-    min_per_stratum: int = DEFAULT_MIN_PER_STRATUM,
+    min_per_stratum: int = defaults.SAMPLE_MIN_PER_STRATUM,
     uncertain: bool = False,
     filters: Sequence[Where] = (),
 ) -> Sample:

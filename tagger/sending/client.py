@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
@@ -22,9 +22,9 @@ from tagger.errors import (
 from tagger.pipeline.request import build_request
 from tagger.redact import public_url, redact
 from tagger.sending.gate import GateSnapshot, SendGate
-from tagger.sending.logprobs import pop_logprobs, refuses_logprobs
+from tagger.sending.logprobs import refuses_logprobs
 from tagger.sending.models import offered_models_hint
-from tagger.sending.reply import Reply, read_reply
+from tagger.sending.reply import Reply, reply_from_json
 from tagger.sending.sdk import check_transport, open_sdk
 from tagger.sending.server_faults import (
     ServerHealth,
@@ -235,16 +235,8 @@ class LLMClient:
 
     def _read(self, raw: Any) -> Reply:
         """The reply; fatal if it is no chat completion."""
-        from openai.types.chat import ChatCompletion
-
         try:
-            # Parsed as plain JSON first: the SDK's objects for the tokens' logprobs would cost
-            # several ms of CPU per reply; the rest is built as raw.parse() builds it.
-            data = raw.parse(to=dict)
-            if not isinstance(data, dict):
-                raise TypeError("not a chat completion")
-            tokens = pop_logprobs(data)
-            reply = replace(read_reply(ChatCompletion.model_construct(**data)), logprobs=tokens)
+            reply = reply_from_json(raw.parse(to=dict))
         except (ValueError, TypeError, AttributeError, IndexError):
             content_type = raw.headers.get("content-type", "no content type").split(";")[0]
             what = "an HTML page" if "html" in content_type else f"a {content_type} body"
