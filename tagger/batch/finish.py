@@ -86,13 +86,8 @@ async def write_rows(
     client = LLMClient(config.client, gate)
     tagger = BatchLeftovers(
         client=client,
-        prompt=plan.prompt,
-        taxonomy=plan.taxonomy,
-        answer_model=plan.answer_model,
-        schema=plan.schema,
         probe=ModeProbe(Mode(job.mode)),
-        repair_turns=config.repair_turns,
-        max_attempts=config.client.max_attempts,
+        **BatchLeftovers.plan_settings(plan),
         job=job,
         run_part=plan.key_run_part,
         live=config.batch.finish_live,

@@ -64,7 +64,7 @@ def sample(
     )
     from tagger.review.charts import add_count_charts, add_design_sheet
     from tagger.review.sample import SAMPLE_FIELDS, draw_sample
-    from tagger.review.where import CONFIDENCE_FIELD, parse_where
+    from tagger.review.where import parse_where
 
     with errors():
         kind = sheet_format(output)
@@ -80,10 +80,9 @@ def sample(
             filters=filters,
         )
         design = {"run": str(run_file), **drawn.design}
-        extra = () if CONFIDENCE_FIELD in SHEET_COLUMNS else (CONFIDENCE_FIELD,)
-        columns = (*SHEET_COLUMNS, *extra, *SAMPLE_FIELDS)
+        columns = (*SHEET_COLUMNS, *SAMPLE_FIELDS)
         sheet_rows = [
-            run_row_to_sheet(row) | {name: row.get(name) for name in (*extra, *SAMPLE_FIELDS)}
+            run_row_to_sheet(row) | {name: row.get(name) for name in SAMPLE_FIELDS}
             for row in drawn.rows
         ]
 

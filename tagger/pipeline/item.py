@@ -16,6 +16,7 @@ from tagger.pipeline.request import render_messages
 from tagger.pipeline.validate import check_answer, cut_off_problem, repair_messages
 from tagger.pricing import estimate_tokens
 from tagger.prompting.answers import extract_json
+from tagger.prompting.plan import RunPlan
 from tagger.prompting.prompts import Prompt
 from tagger.prompting.taxonomy import Taxonomy
 from tagger.sending.client import AttemptBudget, LLMClient
@@ -113,6 +114,18 @@ class ItemTagger:
     repair_turns: int = 2
     max_attempts: int = 6
     _length_retries: int = field(default=1, repr=False)
+
+    @classmethod
+    def plan_settings(cls, plan: RunPlan) -> dict[str, Any]:
+        """The fields a run plan decides: the same for the live run and a batch's leftovers."""
+        return {
+            "prompt": plan.prompt,
+            "taxonomy": plan.taxonomy,
+            "answer_model": plan.answer_model,
+            "schema": plan.schema,
+            "repair_turns": plan.config.repair_turns,
+            "max_attempts": plan.config.client.max_attempts,
+        }
 
     def snapshot(self) -> ProbeSnapshot:
         """The mode settled on and the fallbacks taken so far, for the run's stats."""

@@ -148,14 +148,7 @@ async def _tag_all(
     client = LLMClient(config.client, gate)
     watch_for_slow_answers(client, config, scan.unique)
     tagger = ItemTagger(
-        client=client,
-        prompt=plan.prompt,
-        taxonomy=plan.taxonomy,
-        answer_model=plan.answer_model,
-        schema=plan.schema,
-        probe=ModeProbe(config.mode),
-        repair_turns=config.repair_turns,
-        max_attempts=config.client.max_attempts,
+        client=client, probe=ModeProbe(config.mode), **ItemTagger.plan_settings(plan)
     )
     runner = LiveRunner(plan, tagger, client, cache, writer, progress, prices)
     started = dt.datetime.now(dt.UTC)
