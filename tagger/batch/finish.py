@@ -110,7 +110,7 @@ def _guard(job: JobState, plan: RunPlan, prices: PriceTable) -> SpendGuard | Non
     return SpendGuard(
         None if requests is None else max(0, requests - job.submitted_requests),
         None if cost is None else max(0.0, cost - job.estimated_cost),
-        lambda prompt, completion: prices.cost(config.client.model, Usage(prompt, completion)),
+        lambda used: prices.cost(config.client.model, used),
     )
 
 

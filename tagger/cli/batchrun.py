@@ -187,9 +187,8 @@ def cost_line(job: JobState, cost: float | None, live_cost: float | None) -> str
 def print_batch_estimate(console: Console, report: DryRunReport, config: RunConfig,
                          prices: PriceTable) -> None:  # fmt: skip
     """--dry-run --batch: the estimate at batch prices, beside the live one."""
-    from tagger.usage import Usage
 
-    usage = Usage(report.prompt_tokens, report.completion_tokens)
+    usage = report.usage
     batch = prices.cost(config.client.model, usage, batch=True)
     live = "n/a" if report.cost is None else f"${report.cost:.4f}"
     spent = "n/a (unknown model price)" if batch is None else f"${batch:.4f}"

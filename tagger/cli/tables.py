@@ -60,7 +60,10 @@ def print_dry_run(console: Console, report: DryRunReport) -> None:
     table.add_row("unique", str(report.unique))
     table.add_row("already cached", str(report.cached))
     table.add_row("to send", str(report.unique - report.cached))
-    table.add_row("estimated tokens", f"{report.prompt_tokens} in / {report.completion_tokens} out")
+    table.add_row(
+        "estimated tokens",
+        f"{report.usage.prompt_tokens} in / {report.usage.completion_tokens} out",
+    )
     table.add_row("estimated cost", cost)
     console.print(table)
     if report.first_messages:

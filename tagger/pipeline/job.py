@@ -30,7 +30,7 @@ from tagger.redact import public_url
 from tagger.sending.client import LLMClient
 from tagger.sending.gate import SendGate, SpendGuard
 from tagger.sending.local import watch_for_slow_answers
-from tagger.usage import Usage
+from tagger.usage import NO_USAGE, Usage
 
 STOP_GRACE_SECONDS = 10.0  # in-flight requests get this long to finish after Ctrl-C
 
@@ -43,8 +43,7 @@ class DryRunReport:
     unique: int
     cached: int
     first_messages: list[dict[str, str]]
-    prompt_tokens: int
-    completion_tokens: int
+    usage: Usage  # estimated
     cost: float | None
 
 
@@ -69,7 +68,8 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
     cache = AnswerCache.open_existing(config.cache_dir) if config.use_cache else None
     seen: set[str] = set()
     first: list[dict[str, str]] = []
-    cached = prompt_tokens = completion_tokens = 0
+    cached = 0
+    usage = NO_USAGE
     mode = config.mode or ModeProbe(None).mode
     for abstract in iter_abstracts(scan.files):
         key = plan.item_key(abstract)  # de-duplicated as the runner and the cache do
@@ -85,8 +85,7 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
         first = first or messages
         total = estimate_tokens(messages, plan.prompt.params)
         asked = sum(count_text_tokens(m["content"]) for m in messages)
-        prompt_tokens += asked
-        completion_tokens += total - asked
+        usage += Usage(prompt_tokens=asked, completion_tokens=total - asked)
     if cache is not None:
         cache.close()
     return DryRunReport(
@@ -94,9 +93,8 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
         unique=scan.unique,
         cached=cached,
         first_messages=first,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        cost=prices.cost(config.client.model, Usage(prompt_tokens, completion_tokens)),
+        usage=usage,
+        cost=prices.cost(config.client.model, usage),
     )
 
 
@@ -189,9 +187,7 @@ def _guard(config: RunConfig, prices: PriceTable) -> SpendGuard | None:
         raise ConfigError(
             f"--max-cost needs a price for model '{model}': add it to a --prices file"
         )
-    return SpendGuard(
-        config.max_requests, config.max_cost, lambda p, c: prices.cost(model, Usage(p, c))
-    )
+    return SpendGuard(config.max_requests, config.max_cost, lambda used: prices.cost(model, used))
 
 
 def _install_stop_handlers(runner: LiveRunner) -> Any:

@@ -230,7 +230,7 @@ class LLMClient:
                     raise fatal from None
                 raise failure from None
             finally:
-                self.gate.settle(estimated_tokens, usage.prompt_tokens, usage.completion_tokens)
+                self.gate.settle(estimated_tokens, usage)
         return reply
 
     def _read(self, raw: Any) -> Reply:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from tagger.errors import BudgetExceeded, SendingStopped
 from tagger.sending.pacing import Pacer, wait_until
+from tagger.usage import NO_USAGE, Usage
 
 # A server asking for a longer pause (Retry-After, an exhausted x-ratelimit window) is not
 # believed beyond this: a wrong "86400s" must not stop a run for a day. Then retries decide.
@@ -56,14 +57,13 @@ class SpendGuard:
         self,
         max_requests: int | None,
         max_cost: float | None,
-        cost_of: Callable[[int, int], float | None],
+        cost_of: Callable[[Usage], float | None],
     ) -> None:
         self.max_requests = max_requests
         self.max_cost = max_cost
         self.cost_of = cost_of
         self.sent = 0
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
+        self.used = NO_USAGE
         self._reserved_tokens = 0  # estimates of requests in flight
 
     def reserve(self, estimated_tokens: int) -> None:
@@ -74,17 +74,16 @@ class SpendGuard:
             # In-flight requests are counted at their estimate, all as input (the dearer side
             # is output, but answers are short): stop before, not after, the cap.
             pending = self._reserved_tokens + estimated_tokens
-            cost = self.cost_of(self.prompt_tokens + pending, self.completion_tokens)
+            cost = self.cost_of(self.used + Usage(prompt_tokens=pending))
             if cost is not None and cost > self.max_cost:
                 raise BudgetExceeded(f"--max-cost ${self.max_cost:g} reached")
         self.sent += 1
         self._reserved_tokens += estimated_tokens
 
-    def settle(self, estimated_tokens: int, prompt_tokens: int, completion_tokens: int) -> None:
+    def settle(self, estimated_tokens: int, used: Usage) -> None:
         """Replace a request's estimate by what it really used."""
         self._reserved_tokens -= estimated_tokens
-        self.prompt_tokens += prompt_tokens
-        self.completion_tokens += completion_tokens
+        self.used += used
 
 
 class SendGate:
@@ -197,11 +196,11 @@ class SendGate:
         elif left <= 0:
             logger.info("rate limit: all requests paused for %.1f s (%s)", held, reason)
 
-    def settle(self, estimated_tokens: int, prompt_tokens: int, completion_tokens: int) -> None:
+    def settle(self, estimated_tokens: int, used: Usage) -> None:
         """Record what a request really used."""
         if self.guard is not None:
-            self.guard.settle(estimated_tokens, prompt_tokens, completion_tokens)
-        extra = prompt_tokens + completion_tokens - estimated_tokens
+            self.guard.settle(estimated_tokens, used)
+        extra = used.prompt_tokens + used.completion_tokens - estimated_tokens
         # An underestimate delays later senders; an overestimate is not refunded (servers count
         # max_tokens at admission, so the real usage says little about what they counted).
         self._tokens.charge(extra, time.monotonic())
