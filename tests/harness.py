@@ -235,3 +235,24 @@ def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"still waiting for {what} after {timeout:.0f} s")
         time.sleep(0.01)
+
+
+def schema_response_format(areas: list[str]) -> dict[str, Any]:
+    """A strict json_schema response_format for answers whose task area is one of `areas`."""
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "annotation",
+            "strict": True,
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "summary": {"type": "string"},
+                    "task_area": {"type": "string", "enum": areas},
+                    "method_tags": {"type": "array", "items": {"type": "string"}},
+                },
+                "required": ["summary", "task_area", "method_tags"],
+                "additionalProperties": False,
+            },
+        },
+    }

@@ -11,25 +11,10 @@ import pytest
 
 from tests.fakebatch_http import jsonl
 from tests.fakeserver import FakeLLM
-from tests.harness import StartFake
+from tests.harness import StartFake, schema_response_format
 
 MODEL = "gpt-4o-mini"
-SCHEMA_RF: dict[str, Any] = {
-    "type": "json_schema",
-    "json_schema": {
-        "name": "annotation",
-        "strict": True,
-        "schema": {
-            "type": "object",
-            "properties": {
-                "summary": {"type": "string"},
-                "task_area": {"type": "string", "enum": ["vision", "nlp", "graphs"]},
-                "method_tags": {"type": "array", "items": {"type": "string"}},
-            },
-            "required": ["summary", "task_area", "method_tags"],
-        },
-    },
-}
+SCHEMA_RF = schema_response_format(["vision", "nlp", "graphs"])
 
 
 def chat_body(i: int, model: str = MODEL) -> dict[str, Any]:

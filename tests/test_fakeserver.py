@@ -15,30 +15,14 @@ import openai
 import pytest
 
 from tests.fakeserver import FakeLLM
-from tests.harness import SAFETY_TIMEOUT, StartFake, wait_until
+from tests.harness import SAFETY_TIMEOUT, StartFake, schema_response_format, wait_until
 
 ABSTRACT = (
     "Title: Sparse attention for graphs\n"
     "Abstract: We introduce hierarchical sparse attention for molecular property prediction "
     "and benchmark it against standard transformers on twelve datasets with strong results."
 )
-SCHEMA_RF: dict[str, Any] = {
-    "type": "json_schema",
-    "json_schema": {
-        "name": "annotation",
-        "strict": True,
-        "schema": {
-            "type": "object",
-            "properties": {
-                "summary": {"type": "string"},
-                "task_area": {"type": "string", "enum": ["vision", "nlp", "graphs", "audio"]},
-                "method_tags": {"type": "array", "items": {"type": "string"}},
-            },
-            "required": ["summary", "task_area", "method_tags"],
-            "additionalProperties": False,
-        },
-    },
-}
+SCHEMA_RF = schema_response_format(["vision", "nlp", "graphs", "audio"])
 
 
 def _msgs(user: str = ABSTRACT) -> list[dict[str, str]]:
