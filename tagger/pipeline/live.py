@@ -1,4 +1,4 @@
-"""The batch runner: cache, concurrency, order, output, stats; one line out per abstract in."""
+"""The live runner: cache, concurrency, order, output, stats; one line out per abstract in."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Protocol
 
 from tagger.errors import (
     BudgetExceeded,
@@ -17,41 +18,29 @@ from tagger.errors import (
     UsageError,
 )
 from tagger.files.abstracts import Abstract
-from tagger.files.rows import JsonlWriter, build_row
+from tagger.files.rows import RowWriter, build_row
 from tagger.pipeline.cache import AnswerCache, entry_outcome, outcome_entry
 from tagger.pipeline.commits import GroupCommit
-from tagger.pipeline.item import ItemTagger
+from tagger.pipeline.item import ProbeSnapshot
 from tagger.pipeline.outcome import Outcome, Status
 from tagger.pipeline.progress import LiveCounts, ProgressSink, stop_advice
+from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.sending.client import LLMClient
-from tagger.usage import NO_USAGE, Usage
+from tagger.usage import NO_USAGE
 
 
-@dataclass
-class RunStats:
-    """Counts and totals of one run."""
+class AbstractTagger(Protocol):
+    """What answers one abstract for the runner: the live tagger, or a batch's leftovers."""
 
-    items: int = 0
-    ok: int = 0
-    failed: int = 0
-    not_run: int = 0  # rows written without an answer because the run stopped (not failures)
-    cached: int = 0
-    requests: int = 0
-    retries: int = 0
-    repairs: int = 0
-    usage: Usage = NO_USAGE  # in the manifest as prompt_tokens, completion_tokens, ...
-    cost: float | None = 0.0
-    duration: float = 0.0
-    mode: str | None = None
-    mode_fallbacks: list[str] = field(default_factory=list)
-    stop_reason: str | None = None
-    stop_advice: str | None = None
-    interrupted: bool = False
-    rate_limit_pause: float = 0.0
-    learned_limits: list[str] = field(default_factory=list)
-    kept_output: str | None = None  # where this run's rows are when the old output was kept
+    async def tag_abstract(self, abstract: Abstract, key: str) -> Outcome:
+        """The outcome for one abstract (key: its cache key); never raises for its failures."""
+        ...
+
+    def snapshot(self) -> ProbeSnapshot:
+        """The mode settled on and the fallbacks taken, for the run's stats."""
+        ...
 
 
 @dataclass
@@ -69,10 +58,10 @@ class LiveRunner:
     def __init__(
         self,
         plan: RunPlan,
-        tagger: ItemTagger,
+        tagger: AbstractTagger,
         client: LLMClient,
         cache: AnswerCache | None,
-        writer: JsonlWriter,
+        writer: RowWriter,
         progress: ProgressSink,
         prices: PriceTable,
     ) -> None:
@@ -179,9 +168,10 @@ class LiveRunner:
         return entry_outcome(self.cache.get(key))
 
     async def _tag_and_store(self, abstract: Abstract, key: str) -> Outcome:
-        outcome = await self.tagger.tag(abstract.text, abstract.title)
+        outcome = await self.tagger.tag_abstract(abstract, key)
         # Spend is counted on completion, not when the row is written, so budgets see it early.
-        self.stats.usage += outcome.usage
+        if not outcome.prepaid:
+            self.stats.usage += outcome.usage
         self.stats.repairs += outcome.repairs
         if outcome.status is Status.OK and self.commits is not None:
             try:
