@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tagger.files.rows import manifest_path
+from tagger.files.rows import Row, manifest_path
 from tagger.ray.merge import merge_parts
 from tagger.ray.parts import PartWriter, done_rows, find_parts, parts_dir
 from tagger.ray.records import record_abstract
@@ -15,7 +15,11 @@ from tests.harness import invoke
 
 def _row(index: int, status: str = "ok", **fields: Any) -> dict[str, Any]:
     error = None if status == "ok" else fields.pop("error", "failed: HTTP 500")
-    return {"id": f"a{index}", "index": index, "status": status, "error": error, **fields}
+    run = {"model": "m", "prompt": "tag", "prompt_version": "v2", "prompt_hash": "h"}
+    run |= {"taxonomy_version": "v1", "synonyms_version": "v1"}
+    row = {"id": f"a{index}", "source": "in.jsonl", "index": index, "line": index + 1}
+    row |= {"abstract": f"text {index}", "status": status, "error": error, **run, **fields}
+    return Row.model_validate(row).fields()
 
 
 def _part(directory: Path, rows: list[dict[str, Any]]) -> Path:
@@ -63,7 +67,8 @@ def test_lines_that_are_not_rows_are_data_not_trusted(tmp_path: Path) -> None:
         '{"key": "k", "row": {"index": "0", "status": "ok"}}',
         '{"key": "k", "row": {"index": -7, "status": "ok"}}',
         '{"key": "k", "row": "text"}',
-        '{"key": "k3", "row": {"index": 3, "status": "ok"}}',
+        json.dumps({"key": "k", "row": {**_row(4), "index": "4"}}),  # strings are not numbers
+        json.dumps({"key": "k3", "row": _row(3)}),
     ]
     path.write_text("\n".join(lines) + "\n")
     assert done_rows([path]) == {"k3:3"}

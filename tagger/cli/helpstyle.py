@@ -28,6 +28,7 @@ EXAMPLES: dict[str, str] = {
     "tags": "tagger tags tagged.jsonl --suggest",
     "sample": "tagger sample tagged.jsonl -n 20 --stratify task_area -o sample.xlsx",
     "models": "tagger models --base-url http://localhost:11434/v1",
+    "merge": "tagger merge tagged.jsonl.parts -o tagged.jsonl",
     "cache": "tagger cache stats",
     "cache stats": "tagger cache stats --json",
     "cache clear": "tagger cache clear --yes",

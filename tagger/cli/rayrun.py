@@ -42,8 +42,8 @@ def run_ray(
     console: Console,
 ) -> None:
     """Run the job on Ray, parts beside OUT, merged into OUT; exit 1 if rows failed."""
-    from tagger.cli.progress import BarProgress
     from tagger.cli.tables import print_summary
+    from tagger.pipeline.bar import BarProgress
 
     if str(options.output) == "-":
         raise UsageError("--ray writes parts beside -o FILE and merges them: name a file")

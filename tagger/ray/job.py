@@ -12,9 +12,9 @@ from typing import Any
 from tagger import __version__
 from tagger.config import RunConfig
 from tagger.files.abstracts import InputScan
-from tagger.pipeline.live import RunStats
 from tagger.pipeline.outcome import Status
 from tagger.pipeline.progress import LiveCounts, ProgressSink
+from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.ray.actors import limiter_stats, start_limiter

@@ -10,6 +10,7 @@ from typing import Any
 
 from tagger import __version__
 from tagger.files.outfile import OutputFile
+from tagger.files.rows import Row
 from tagger.pricing import PriceTable
 from tagger.ray.parts import PartRow, PartsRead, read_parts
 from tagger.usage import NO_USAGE, Usage
@@ -68,13 +69,13 @@ def merge_parts(
             model = None
             for row in [best[index] for index in sorted(best)] + unplaced:
                 target.writer.write(row.row)
-                model = model or row.row.get("model")
+                model = model or row.row.model
                 _count(stats, row.row)
             stats.skipped_lines, stats.skipped_where = read.skipped, read.skipped_where
             if expected is not None:
                 stats.missing = max(0, expected - len(best))
             table = prices or PriceTable()
-            stats.cost = table.cost(model, stats.usage) if isinstance(model, str) else None
+            stats.cost = table.cost(model, stats.usage) if model else None
             document = _manifest(manifest or {}, stats, parts, output)
             target.settle(document, complete=stats.missing == 0, ok=stats.ok)
         except BaseException:
@@ -85,25 +86,18 @@ def merge_parts(
     return stats
 
 
-def _count(stats: MergeStats, row: dict[str, Any]) -> None:
+def _count(stats: MergeStats, row: Row) -> None:
     stats.items += 1
-    ok = row.get("status") == "ok"
-    error = row.get("error")
-    not_run = not ok and isinstance(error, str) and error.startswith("not run:")
-    stats.ok += ok
+    not_run = not row.ok and (row.error or "").startswith("not run:")
+    stats.ok += row.ok
     stats.not_run += not_run
-    stats.failed += not ok and not not_run
-    stats.cached += row.get("cached") is True
+    stats.failed += not row.ok and not not_run
+    stats.cached += row.cached
     stats.usage += Usage(
-        prompt_tokens=_count_field(row, "prompt_tokens"),
-        completion_tokens=_count_field(row, "completion_tokens"),
-        cached_input_tokens=_count_field(row, "cached_input_tokens"),
+        prompt_tokens=max(0, row.prompt_tokens),
+        completion_tokens=max(0, row.completion_tokens),
+        cached_input_tokens=max(0, row.cached_input_tokens),
     )
-
-
-def _count_field(row: dict[str, Any], name: str) -> int:
-    value = row.get(name)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _manifest(

@@ -15,8 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from pydantic import ValidationError
+
 from tagger.errors import UsageError
 from tagger.files.atomic import write_failed
+from tagger.files.rows import Row
 
 PART_PREFIX = "part-"
 PART_SUFFIX = ".jsonl"
@@ -52,7 +55,7 @@ class PartRow:
     key: str | None
     index: int
     ok: bool
-    row: dict[str, Any]  # the object a local run writes
+    row: Row  # the row a local run writes
 
 
 @dataclass
@@ -89,13 +92,16 @@ def _part_row(line: str) -> PartRow | None:
         return None
     if not isinstance(value, dict) or not isinstance(value.get("row"), dict):
         return None
-    row = value["row"]
-    key, index = value.get("key"), row.get("index")
-    if not isinstance(index, int) or isinstance(index, bool) or index < -1:
-        return None
+    key = value.get("key")
     if key is not None and not isinstance(key, str):
         return None
-    return PartRow(key, index, row.get("status") == "ok", row)
+    try:
+        row = Row.model_validate(value["row"], strict=True)
+    except ValidationError:
+        return None
+    if row.index < -1:
+        return None
+    return PartRow(key, row.index, row.ok, row)
 
 
 def done_rows(parts: Sequence[Path]) -> frozenset[str]:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tagger.files.abstracts import Abstract, text_id
-from tagger.files.rows import ROW_FIELDS
+from tagger.files.rows import ROW_FIELDS, Row
 from tagger.prompting.plan import RunPlan
 
 # The input columns tag_dataset reads; `extra` is a JSON object of the input's other fields.
@@ -155,9 +155,10 @@ def error_record(record: Mapping[str, Any], position: int, reason: str) -> dict[
     return {KEY_FIELD: None, **row, ROW_TEXT_FIELD: json.dumps(row, ensure_ascii=False)}
 
 
-def tagged_record(key: str, row: dict[str, Any]) -> dict[str, Any]:
+def tagged_record(key: str, row: Row) -> dict[str, Any]:
     """The output record of a row build_row made (its extra fields only in the row text)."""
-    record = {name: row[name] for name in ROW_FIELDS}
+    fields = row.fields()
+    record = {name: fields[name] for name in ROW_FIELDS}
     record[KEY_FIELD] = key
-    record[ROW_TEXT_FIELD] = json.dumps(row, ensure_ascii=False)
+    record[ROW_TEXT_FIELD] = json.dumps(fields, ensure_ascii=False)
     return record

@@ -96,9 +96,7 @@ class RecordTagger:
         self.plan = plan
         self.gate = ClusterGate(link, config.concurrency)
         self.client = LLMClient(client_config, self.gate)
-        self.tagger = ItemTagger(
-            client=self.client, probe=ModeProbe(config.mode), **ItemTagger.plan_settings(plan)
-        )
+        self.tagger = ItemTagger.for_plan(plan, self.client, ModeProbe(config.mode))
         self.cache = AnswerCache(config.cache_dir) if config.use_cache else None
         self.commits = GroupCommit(self.cache, self._cache_failed) if self.cache else None
         self._run_fields = plan.run_fields()
