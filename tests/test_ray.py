@@ -7,6 +7,7 @@ when Ray is not installed (`pip install -e '.[ray]'`).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from collections.abc import Iterator
@@ -19,11 +20,11 @@ ray = pytest.importorskip("ray")
 
 from pydantic import SecretStr  # noqa: E402
 
+import tagger.ray  # noqa: E402
 from tagger.config import ClientConfig, RunConfig  # noqa: E402
 from tagger.files.abstracts import scan  # noqa: E402
 from tagger.pipeline.progress import SilentProgress  # noqa: E402
 from tagger.pricing import PriceTable  # noqa: E402
-from tagger.ray.dataset import tag_dataset_with  # noqa: E402
 from tagger.ray.job import RayRun, run_on_ray  # noqa: E402
 from tagger.ray.parts import find_parts, parts_dir  # noqa: E402
 from tests.fakeserver import FakeLLM  # noqa: E402
@@ -168,9 +169,15 @@ def test_a_bad_record_is_a_row_and_base_urls_spread_the_actors(
     records[7] = {"abstract": None, "id": "broken"}
     records[8] = {"abstract": "   "}
     ds = ray.data.from_items(records, override_num_blocks=8)
-    config = _config(first.base_url, tmp_path / "cache")
-    out = tag_dataset_with(
-        ds, config, actors=ACTORS, batch_size=5, base_urls=[first.base_url, second.base_url]
+    out = tagger.ray.tag_dataset(
+        ds,
+        actors=ACTORS,
+        batch_size=5,
+        base_url=[first.base_url, second.base_url],
+        api_key="sk-test",
+        prompts_dir=PROMPTS_DIR,
+        cache_dir=tmp_path / "cache",
+        concurrency=CONCURRENCY,
     ).take_all()
     assert len(out) == 40
     errors = {r["id"]: r["error"] for r in out if r["status"] != "ok"}
@@ -244,3 +251,27 @@ def test_killing_the_driver_then_rerunning_pays_only_for_what_was_in_flight(
     assert {r["status"] for r in rows} == {"ok"}
     twice = _sent_twice(fake, inputs)
     assert twice and twice <= in_flight
+
+
+def test_the_vllm_hooks_run_in_a_ray_data_pipeline(ray_cluster: str, tmp_path: Path) -> None:
+    # The engine stage needs vLLM and a GPU: a map that answers as vLLMOutputData stands in.
+    from tagger.prompting.plan import RunPlan
+    from tagger.ray.vllm import VllmHooks
+    from tests.fakeserver import fake_answer, first_user_message
+    from tests.harness import seed_texts, taxonomy_ids
+
+    hooks = VllmHooks.of(RunPlan.load(_config("http://127.0.0.1:9/v1", tmp_path)))
+
+    def engine(row: dict[str, Any]) -> dict[str, Any]:
+        user = first_user_message({"messages": list(row["messages"])})
+        text = json.dumps(fake_answer(user, taxonomy_ids()))
+        return {**row, "generated_text": text, "num_input_tokens": 9, "num_generated_tokens": 9}
+
+    records = [{"abstract": text, "index": i} for i, text in enumerate(seed_texts()[:12])]
+    records[5] = {"abstract": "", "index": 5}  # no abstract: an error row, in the same block
+    ds = ray.data.from_items(records).map(hooks.preprocess).map(engine).map(hooks.postprocess)
+    rows = sorted(ds.take_all(), key=lambda r: r["index"])
+    assert [r["status"] for r in rows] == ["ok"] * 5 + ["error"] + ["ok"] * 6
+    assert [r["abstract"] for r in rows if r["status"] == "ok"] == [
+        t for i, t in enumerate(seed_texts()[:12]) if i != 5
+    ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from typing import Any
 
 import pytest
 
@@ -45,7 +46,7 @@ def test_workers_asking_in_turn_share_one_schedule_under_the_limit() -> None:
     while clock.now < 110.0:
         next(workers)
         grant = limiter.grant(want=8, tokens=0)
-        times = [clock.now + delay for delay in grant.delays]
+        times = list(grant.times)
         assert times == sorted(times) and times[0] >= clock.now
         sent += times
         clock.now = times[-1]  # the worker uses its permits, then asks again
@@ -58,9 +59,9 @@ def test_a_grant_covers_a_short_horizon_so_that_pauses_reach_everyone_soon() -> 
     clock = Clock()
     limiter = ClusterLimiter(rpm=60, tpm=None, guard=None, clock=clock)
     grant = limiter.grant(want=64, tokens=0)
-    assert len(grant.delays) == 1  # one a second: the next is beyond the horizon
+    assert len(grant.times) == 1  # one a second: the next is beyond the horizon
     unlimited = ClusterLimiter(rpm=None, tpm=None, guard=None, clock=clock)
-    assert unlimited.grant(want=64, tokens=0).delays == (0.0,) * 64
+    assert unlimited.grant(want=64, tokens=0).times == (clock.now,) * 64
 
 
 def test_a_pause_holds_the_next_grants_and_changes_the_state() -> None:
@@ -70,7 +71,7 @@ def test_a_pause_holds_the_next_grants_and_changes_the_state() -> None:
     limiter.pause(2.0)
     after = limiter.state()
     assert after.version != before.version and after.pause_left == pytest.approx(2.0)
-    assert min(limiter.grant(want=4, tokens=0).delays) >= 2.0
+    assert min(limiter.grant(want=4, tokens=0).times) >= clock.now + 2.0
     limiter.pause(1.0)  # a shorter pause inside the longer one changes nothing
     assert limiter.state().version == after.version
 
@@ -79,12 +80,12 @@ def test_max_requests_holds_for_all_workers_and_returned_permits_count_again() -
     guard = SpendGuard(max_requests=10, max_cost=None, cost_of=lambda used: None)
     limiter = ClusterLimiter(rpm=None, tpm=None, guard=guard)
     first = limiter.grant(want=8, tokens=0)
-    assert len(first.delays) == 8
+    assert len(first.times) == 8
     limiter.report(Report(returned=3))  # worker A ends its batch with 3 unused
     second = limiter.grant(want=8, tokens=0)
-    assert len(second.delays) == 5
+    assert len(second.times) == 5
     assert second.state.stopped == "--max-requests 10 reached" and second.state.budget
-    assert limiter.grant(want=8, tokens=0).delays == ()
+    assert limiter.grant(want=8, tokens=0).times == ()
     assert limiter.stats().permits == 10
 
 
@@ -93,7 +94,7 @@ def test_max_cost_counts_reservations_until_answers_settle_them() -> None:
     cost_of = lambda used: prices.cost("m", used)  # noqa: E731
     limiter = ClusterLimiter(None, None, SpendGuard(None, 0.01, cost_of), cost_of)
     granted = limiter.grant(want=64, tokens=1000)  # $0.001 each: 10 fit under $0.01
-    assert len(granted.delays) == 10 and granted.state.budget
+    assert len(granted.times) == 10 and granted.state.budget
     stats = limiter.stats()
     assert stats.stopped == "--max-cost $0.01 reached" and stats.permits == 10
     limiter.report(Report(settled_estimate=10_000, used=Usage(prompt_tokens=9_000)))
@@ -156,4 +157,37 @@ async def _usage_and_unused_permits_are_reported_back() -> None:
     await gate.flush()  # nothing waits: the rest of the stock goes back
     stats = await limiter.stats()
     assert stats.permits == 1 and stats.used == Usage(prompt_tokens=40, completion_tokens=5)
+    await gate.aclose()
+
+
+class SlowLink(AsyncLimiter):
+    """A limiter whose first grant arrives after its permits' times have passed."""
+
+    def __init__(self, limits: Limits) -> None:
+        super().__init__(limits)
+        self.slow = True
+        self.granted: list[int] = []
+
+    async def grant(self, want: int, tokens: int, report: Report) -> Any:
+        grant = await super().grant(want, tokens, report)
+        self.granted.append(len(grant.times))
+        if self.slow:
+            self.slow = False
+            await asyncio.sleep(0.5)  # longer than a grant's horizon: every permit is late
+        return grant
+
+
+def test_permits_that_arrive_late_are_dropped_not_sent_in_a_burst() -> None:
+    asyncio.run(_permits_that_arrive_late_are_dropped_not_sent_in_a_burst())
+
+
+async def _permits_that_arrive_late_are_dropped_not_sent_in_a_burst() -> None:
+    limiter = SlowLink(Limits(rpm=600))
+    gate = ClusterGate(limiter, 4)
+    async with gate.slot():
+        pass
+    assert len(limiter.granted) >= 2  # the late grant's permits were not used: asked again
+    await gate.flush()
+    stats = await limiter.stats()
+    assert stats.permits == 1  # the late ones came back; one was sent
     await gate.aclose()

@@ -7,8 +7,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from tagger.config import RunConfig
+from tagger.config import RunConfig, check_base_url
+from tagger.errors import ConfigError, UsageError
 from tagger.files.abstracts import iter_abstracts
+from tagger.options import RunOptions
+from tagger.pipeline.job import require_key
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.ray.actors import Limits, start_limiter
@@ -22,8 +25,64 @@ DEFAULT_BATCH_SIZE = 64
 DEFAULT_ACTOR_CPUS = 0.25
 
 
+def tag_dataset(
+    ds: Any,
+    *,
+    actors: int = DEFAULT_ACTORS,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    actor_cpus: float = DEFAULT_ACTOR_CPUS,
+    skip: Iterable[str] = (),
+    **options: Any,
+) -> Any:
+    """Tag the abstracts of a Ray Dataset: a Dataset with one tagged row per record.
+
+    ds: records with an `abstract` column and optionally `id`, `title`, `venue`, `year`,
+        `index` (the position the merge orders by), `source`, `line`, and `extra` (a JSON
+        object of other fields, written after the row's own).
+    options: the options of `tagger.tag()`, with the same names, defaults, environment
+        variables and `.env` file; `base_url` may be a list: the actors are spread over
+        those endpoints (a vLLM fleet). `rpm`, `tpm`, `max_cost` and `max_requests` hold
+        for all actors together; `concurrency` is the requests in flight per actor.
+    actors: tagging actors (each one event loop with `concurrency` requests in flight);
+    skip: rows already written, as "key:index" (tagger.ray.parts.done_rows).
+
+    The output has the columns of `tagger.Row` plus `key` (id, prompt hash, model and
+    taxonomy: what a rerun skips by) and `row` (the row as JSON, as `tagger run` writes it).
+    A record that cannot be tagged is a row with status "error": no record fails the job.
+    Raises a `tagger.errors` exception for a configuration error, before any actor starts.
+    """
+    given = options.get("base_url")
+    urls: tuple[str, ...] = ()
+    if isinstance(given, list | tuple):
+        try:
+            urls = tuple(check_base_url(str(url)) for url in given)
+        except ValueError as exc:
+            raise ConfigError(f"invalid option: --base-url: {exc}") from None
+        options = {**options, "base_url": urls[0] if urls else None}
+    chosen = RunOptions.resolve(options)
+    config = chosen.config()
+    if config.batch is not None:
+        raise UsageError("batch=True is for `tagger run --batch`: tag_dataset runs live")
+    require_key(config)
+    return tag_dataset_with(
+        ds,
+        config,
+        prices=PriceTable.load(chosen.prices),
+        actors=actors,
+        batch_size=batch_size,
+        actor_cpus=actor_cpus,
+        base_urls=urls,
+        skip=skip,
+    )
+
+
 def limits_of(config: RunConfig, prices: PriceTable | None = None) -> Limits:
     """The limits a run's configuration sets for the whole cluster."""
+    model = config.client.model
+    if config.max_cost is not None and (prices or PriceTable()).price(model) is None:
+        raise ConfigError(
+            f"--max-cost needs a price for model '{model}': add it to a --prices file"
+        )
     return Limits(
         rpm=config.client.rpm,
         tpm=config.client.tpm,
@@ -55,6 +114,8 @@ def tag_dataset_with(
     """
     import ray
 
+    # The actors open the cache by this path, from their own working directory.
+    config = config.model_copy(update={"cache_dir": config.cache_dir.resolve()})
     plan = RunPlan.load(config)  # on the driver: a bad prompt fails here, before any actor
     if limiter is None:
         limiter = start_limiter(limits_of(config, prices))

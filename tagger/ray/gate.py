@@ -77,13 +77,18 @@ class ClusterGate(SendGate):
                 self._drop_stale(time.monotonic())
                 if self._stock:
                     due, booked = self._stock.popleft()
+                    if len(self._stock) <= self._want // 2:
+                        self._refill_soon(estimated_tokens)
+                    await wait_until(due)
+                    if self._paced and time.monotonic() - due > MAX_LAG_SECONDS:
+                        # Woken too late (a busy loop): sent now it would bunch with the
+                        # other workers' sends. Lost, like a late send in the local gate.
+                        self._pending += Report(returned=1, returned_tokens=booked)
+                        continue
                     self._pending += Report(
                         extra_estimate=estimated_tokens - booked,
                         charge_tokens=max(0, estimated_tokens - booked),
                     )
-                    if len(self._stock) <= self._want // 2:
-                        self._refill_soon(estimated_tokens)
-                    await wait_until(due)
                     return
                 if self._spent is not None:  # the cap is reached and this stock is used up
                     self._budget_stop = True
@@ -147,9 +152,9 @@ class ClusterGate(SendGate):
         except Exception as exc:  # the limiter actor is gone: pacing cannot be kept
             self._stop_here(f"the cluster's rate limiter is unreachable ({type(exc).__name__})")
             return
-        received = time.monotonic()
+        offset = time.monotonic() - time.time()  # the cluster's clock to this process's
         self._paced = grant.paced
-        self._stock.extend((received + delay, grant.tokens) for delay in grant.delays)
+        self._stock.extend((at + offset, grant.tokens) for at in grant.times)
         self._apply(grant.state)
 
     def _drop_stale(self, now: float) -> None:

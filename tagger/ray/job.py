@@ -64,8 +64,6 @@ def run_on_ray(
     then merge every part into OUT; the run's stats."""
     connect(how.address)
     started = time.monotonic()
-    # The actors open the cache by this path, from their own working directory.
-    config = config.model_copy(update={"cache_dir": config.cache_dir.resolve()})
     plan = RunPlan.load(config)
     directory = parts_dir(output)
     done = done_rows(find_parts([directory])) if directory.is_dir() else frozenset()

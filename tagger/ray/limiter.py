@@ -55,7 +55,10 @@ class Report:
 class Grant:
     """Permits: each may send one request of `tokens` estimated tokens at its delay."""
 
-    delays: tuple[float, ...]  # seconds after the grant was made, ascending
+    # When each may go, on the cluster's clock (time.time(): the one clock every node shares,
+    # within NTP's error), ascending. Absolute, so that a grant that took long to arrive makes
+    # its permits late (dropped), never bunched with other workers' sends.
+    times: tuple[float, ...]
     tokens: int
     paced: bool  # a rate limit is in force: a permit used late is lost, not sent in a burst
     state: ClusterState
@@ -92,7 +95,7 @@ class ClusterLimiter:
         tpm: int | None,
         guard: SpendGuard | None,
         cost_of: Callable[[Usage], float | None] | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.rpm, self.tpm = rpm, tpm
         self._requests = Pacer(rpm)
@@ -115,14 +118,14 @@ class ClusterLimiter:
             self.report(report)
         now = self._clock()
         start = max(now, self._resume_at)
-        delays: list[float] = []
+        times: list[float] = []
         for _ in range(max(1, min(want, MAX_PERMITS_PER_GRANT))):
             if self._stopped is not None:
                 break
             due = self._requests.earliest(1, start)
             if tokens > 0:
                 due = max(due, self._tokens.earliest(tokens, start))
-            if delays and due - now > GRANT_HORIZON_SECONDS:
+            if times and due - now > GRANT_HORIZON_SECONDS:
                 break  # the rest would be stale before they were used: ask again
             if self._guard is not None:
                 try:
@@ -133,9 +136,9 @@ class ClusterLimiter:
             self._requests.book(1, due, due)
             if tokens > 0:
                 self._tokens.book(tokens, due, due)
-            delays.append(due - now)
-        self._permits += len(delays)
-        return Grant(tuple(delays), tokens, self.paced, self.state())
+            times.append(due)
+        self._permits += len(times)
+        return Grant(tuple(times), tokens, self.paced, self.state())
 
     @property
     def paced(self) -> bool:
