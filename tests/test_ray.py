@@ -72,13 +72,18 @@ def _tag_actor_pids() -> list[int]:
     return pids
 
 
-def _freeze(fake: FakeLLM, in_flight: int) -> set[str]:
-    """Hold every answer until `in_flight` requests wait: nothing is answered or cached after
-    this; the abstracts whose requests are held (the ones in flight)."""
-    fake.hold()
-    wait_until(lambda: len(fake.held) >= in_flight, f"{in_flight} requests in flight")
+def _freeze(fake: FakeLLM, earlier: set[int]) -> set[str]:
+    """Hold every answer until each of this run's actors has all its slots waiting: nothing is
+    answered or cached after this; the abstracts whose requests are held (those in flight)."""
     from tests.scalehelpers import abstract_in_request
 
+    fake.hold()
+
+    def blocked() -> bool:
+        actors = set(_tag_actor_pids()) - earlier
+        return bool(actors) and len(fake.held) >= CONCURRENCY * len(actors)
+
+    wait_until(blocked, "every actor's requests in flight")
     return {text for rec in fake.held if (text := abstract_in_request(rec))}
 
 
@@ -207,11 +212,12 @@ def test_killing_an_actor_mid_run_loses_only_what_was_in_flight(
             RayRun(None, actors=ACTORS),
         )
 
+    earlier = set(_tag_actor_pids())  # an earlier test's actors may still be ending
     driver = threading.Thread(target=run)
     driver.start()
     wait_until(lambda: len(fake.history) >= 150, "some answers")
-    in_flight = _freeze(fake, ACTORS * CONCURRENCY)
-    os.kill(_tag_actor_pids()[0], signal.SIGKILL)
+    in_flight = _freeze(fake, earlier)
+    os.kill(min(set(_tag_actor_pids()) - earlier), signal.SIGKILL)
     fake.stop_holding()
     driver.join(timeout=240)
     assert not driver.is_alive()
@@ -233,16 +239,17 @@ def test_killing_the_driver_then_rerunning_pays_only_for_what_was_in_flight(
     )
     args += ["--ray", "--ray-address", ray_cluster, "--ray-actors", str(ACTORS)]
     log = tmp_path / "driver.log"
+    earlier = set(_tag_actor_pids())
     driver = tagger_process(args, tmp_path, log)
 
     def written() -> int:
         return sum(part.read_text().count("\n") for part in find_parts([parts_dir(out)]))
 
     wait_until(lambda: parts_dir(out).is_dir() and written() >= 60, "rows in a part", driver, log)
-    in_flight = _freeze(fake, ACTORS * CONCURRENCY)
+    in_flight = _freeze(fake, earlier)
     driver.send_signal(signal.SIGKILL)
     driver.wait()
-    wait_until(lambda: not _tag_actor_pids(), "the dead driver's actors to end")
+    wait_until(lambda: not set(_tag_actor_pids()) - earlier, "the dead driver's actors to end")
     fake.stop_holding()
     rerun = run_cli(args, tmp_path, timeout=240)  # the same command again
     assert rerun.returncode == 0, rerun.stdout.decode()

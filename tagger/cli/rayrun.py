@@ -71,9 +71,9 @@ def _quiet_ray() -> None:
     """Ray's own progress bars and info lines would interleave with tagger's bar."""
     import ray.data
 
-    ray.data.DataContext.get_current().enable_progress_bars = False
     for name in ("ray", "ray.data"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+        logging.getLogger(name).setLevel(logging.ERROR)
+    ray.data.DataContext.get_current().enable_progress_bars = False
 
 
 def merge(

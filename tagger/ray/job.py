@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -49,7 +50,12 @@ def connect(address: str | None) -> None:
     import ray
 
     if not ray.is_initialized():
-        ray.init(address=address, log_to_driver=False, include_dashboard=False)
+        ray.init(
+            address=address,
+            log_to_driver=False,
+            include_dashboard=False,
+            logging_level=logging.ERROR,  # its info lines would break tagger's progress bar
+        )
 
 
 def run_on_ray(
@@ -114,6 +120,7 @@ def run_on_ray(
         cost=merged.cost,
         duration=time.monotonic() - started,
         stop_reason=sent.stopped,
+        mode=merged.mode,
         rate_limit_pause=sent.paused_seconds,
         learned_limits=list(sent.learned),
     )

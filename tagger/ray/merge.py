@@ -31,6 +31,7 @@ class MergeStats:
     skipped_lines: int = 0
     skipped_where: list[str] = field(default_factory=list)
     missing: int = 0  # input positions no part holds a row for (expected count given)
+    mode: str | None = None  # the structured-output mode of the first answered row
 
 
 def _better(new: PartRow, old: PartRow | None) -> bool:
@@ -93,6 +94,7 @@ def _count(stats: MergeStats, row: Row) -> None:
     stats.not_run += not_run
     stats.failed += not row.ok and not not_run
     stats.cached += row.cached
+    stats.mode = stats.mode or (row.mode if row.ok else None)
     stats.usage += Usage(
         prompt_tokens=max(0, row.prompt_tokens),
         completion_tokens=max(0, row.completion_tokens),
