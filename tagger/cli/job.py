@@ -56,6 +56,8 @@ class RunOptions:
     quiet: bool
     batch: BatchOptions | None = None  # None or not enabled: a live run
     no_logprobs: bool = False
+    ray: str | None = None  # --ray [ADDRESS]: run on Ray (tagger.cli.rayrun)
+    ray_actors: int = 2
 
     def config(self) -> RunConfig:
         """The validated run configuration."""
@@ -122,6 +124,11 @@ def run_command(options: RunOptions) -> None:
             print_dry_run(console, report)
             if config.batch is not None:
                 print_batch_estimate(console, report, config, price_table)
+            return
+        if options.ray is not None:
+            from tagger.cli.rayrun import run_ray
+
+            run_ray(options, config, scanned, price_table, console)
             return
         if config.batch is not None:
             run_batch(options, config, scanned, price_table, console)
