@@ -91,6 +91,14 @@ class RunOptions(BaseModel):
         return value
 
     @classmethod
+    def of(cls, values: Mapping[str, Any]) -> RunOptions:
+        """Options from values already resolved (the CLI's flags); ConfigError for a misfit."""
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            raise config_error(exc) from None
+
+    @classmethod
     def resolve(
         cls,
         given: Mapping[str, Any],
@@ -114,10 +122,7 @@ class RunOptions(BaseModel):
             if value:  # an empty variable is unset, as for typer
                 values[name] = value
         values.update({name: value for name, value in given.items() if value is not None})
-        try:
-            return cls.model_validate(values)
-        except ValidationError as exc:
-            raise config_error(exc) from None
+        return cls.of(values)
 
     def config(self) -> RunConfig:
         """The validated run configuration (ConfigError or UsageError if it cannot be one)."""
