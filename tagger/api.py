@@ -23,7 +23,12 @@ from tagger.pricing import PriceTable
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["Run", "atag", "tag"]
+__all__ = ["TAGGED_COLUMNS", "Run", "atag", "tag", "tag_frame"]
+# The columns tag_frame() adds to a DataFrame (replacing any of the same name).
+TAGGED_COLUMNS = (
+    "summary", "task_area", "task_area_confidence", "task_area_runner_up",
+    "task_area_runner_up_confidence", "method_tags", "status", "error",
+)  # fmt: skip
 GIVEN = "<items>"  # the `source` of abstracts passed in memory
 _OPTIONAL = ("title", "id", "venue", "year")
 T = TypeVar("T")
@@ -144,6 +149,30 @@ def tag(items: object, *, progress: bool = True, **options: Any) -> Run:
     except RuntimeError:
         return asyncio.run(atag(items, progress=progress, **options))
     return in_worker_thread(lambda: atag(items, progress=progress, **options))
+
+
+def tag_frame(
+    frame: pandas.DataFrame,
+    text: str = "abstract",
+    title: str | None = "title",
+    id: str | None = "id",
+    *,
+    progress: bool = True,
+    **options: Any,
+) -> pandas.DataFrame:
+    """Tag the abstracts of a DataFrame: a copy with TAGGED_COLUMNS added, rows in order.
+
+    text, title, id: the columns holding the abstract, its title and its id (title and id
+    are used only if the frame has them). options: as for `tag()`. Needs `tagger[pandas]`.
+    """
+    from tagger.frames import frame_items, require_pandas
+
+    require_pandas()
+    run = tag(list(frame_items(frame, text, title, id)), progress=progress, **options)
+    tagged = frame.copy()
+    for column in TAGGED_COLUMNS:
+        tagged[column] = [getattr(row, column) for row in run.rows]
+    return tagged
 
 
 def in_worker_thread(start: Callable[[], Coroutine[Any, Any, T]]) -> T:
