@@ -42,6 +42,7 @@ ENVIRONMENT: dict[str, str] = {
     "batch_max_requests": "TAGGER_BATCH_MAX_REQUESTS",
     "batch_max_bytes": "TAGGER_BATCH_MAX_BYTES",
     "batch_poll": "TAGGER_BATCH_POLL",
+    "ray_address": "RAY_ADDRESS",
 }
 
 
@@ -81,6 +82,9 @@ class RunOptions(BaseModel):
     batch_max_requests: int = defaults.BATCH_MAX_REQUESTS
     batch_max_bytes: int = defaults.BATCH_MAX_BYTES
     batch_poll: float = defaults.BATCH_POLL_SECONDS
+    ray: bool = False  # `tagger run --ray` (tagger.cli.rayrun)
+    ray_address: str | None = None  # None: start a local Ray
+    ray_actors: int = Field(2, ge=1)
 
     @field_validator("cache_dir", mode="before")
     @classmethod

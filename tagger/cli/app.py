@@ -14,6 +14,7 @@ from tagger.cli.cache import cache_app
 from tagger.cli.helpstyle import TaggerGroup
 from tagger.cli.models import models
 from tagger.cli.prompts import prompts
+from tagger.cli.rayrun import merge
 from tagger.cli.review import register_review_commands
 from tagger.cli.run import run
 from tagger.cli.sample import sample
@@ -66,6 +67,7 @@ app.add_typer(batch_app, name="batch")
 register_review_commands(app)
 app.command("sample")(sample)
 app.command("models")(models)
+app.command("merge")(merge)
 
 if __name__ == "__main__":
     app()

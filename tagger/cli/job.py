@@ -50,6 +50,11 @@ def run_command(command: RunCommand) -> None:
             if config.batch is not None:
                 print_batch_estimate(console, report, config, price_table)
             return
+        if options.ray:
+            from tagger.cli.rayrun import run_ray
+
+            run_ray(command, options, config, scanned, price_table, console)
+            return
         if config.batch is not None:
             run_batch(command, options, config, scanned, price_table, console)
             return
