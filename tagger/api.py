@@ -107,15 +107,12 @@ async def atag(items: object, *, progress: bool = True, **options: Any) -> Run:
     """Tag abstracts inside a running event loop; see `tag()` for the arguments."""
     chosen = RunOptions.resolve(options)
     config = chosen.config()
-    if (config.batch is not None and config.batch.detach) or chosen.ray:
+    if chosen.ray or (config.batch is not None and config.batch.detach):
         from tagger.errors import UsageError
 
-        what = "ray is for `tagger run --ray`" if chosen.ray else "detach is for `tagger run"
-        raise UsageError(
-            f"{what} --batch --detach`: tag(batch=True) waits"
-            if not chosen.ray
-            else f"{what} (parts beside an output file): tag() runs in this process"
-        )
+        if chosen.ray:
+            raise UsageError("ray is for `tagger run --ray -o FILE`: tag() runs in this process")
+        raise UsageError("detach is for `tagger run --batch --detach`: tag(batch=True) waits")
     require_key(config)
     prices = PriceTable.load(chosen.prices)
     given = read_items(items)

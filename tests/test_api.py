@@ -234,3 +234,44 @@ def test_batch_runs_through_the_batch_api_and_waits(llm: FakeLLM, tmp_path: Path
     assert run.manifest["batch"]["requests"] == 6
     with pytest.raises(tagger.errors.UsageError, match="detach"):
         tagger.tag(texts, batch=True, detach=True, **_options(llm, tmp_path))
+
+
+IN_A_RUNNING_LOOP = """
+import asyncio
+async def notebook_cell():
+    exec(compile(EXAMPLE, "docs/python-api.md", "exec"), {})
+asyncio.run(notebook_cell())
+"""
+
+
+def test_the_docs_notebook_example_runs_in_a_script_and_in_a_running_loop(
+    llm: FakeLLM, tmp_path: Path
+) -> None:
+    import re
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.harness import REPO_ROOT, clean_env
+
+    page = (REPO_ROOT / "docs" / "python-api.md").read_text(encoding="utf-8")
+    example = re.search(r"^```python\n(.*?)^```", page, re.S | re.M)
+    assert example is not None
+    code = example.group(1)
+    assert len(code.strip().splitlines()) == 5  # five lines: tag a frame, look, evaluate
+    shutil.copytree(REPO_ROOT / "examples", tmp_path / "examples")
+    env = clean_env() | {"OPENAI_BASE_URL": llm.base_url, "OPENAI_API_KEY": TEST_KEY}
+    wrapped = f"EXAMPLE = {code!r}\n{IN_A_RUNNING_LOOP}"
+    sent = []
+    # In a script; in a running loop with a cache of its own (so it sends too); in a script again.
+    for script, cache in ((code, "cache"), (wrapped, "loop-cache"), (code, "cache")):
+        done = subprocess.run(
+            [sys.executable, "-c", script], cwd=tmp_path, env=env | {"TAGGER_CACHE_DIR": cache},
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert 0 < float(done.stdout.strip().splitlines()[-1]) <= 1  # the accuracy
+        sent.append(_chats(llm))
+    gold = (tmp_path / "examples" / "gold-seeds.jsonl").read_text(encoding="utf-8")
+    count = len(gold.splitlines())
+    assert sent == [count, 2 * count, 2 * count]  # the last run: everything from the cache
