@@ -17,7 +17,8 @@ ROW_FIELDS = (
     "summary", "task_area", "task_area_confidence", "task_area_runner_up",
     "task_area_runner_up_confidence", "method_tags", "status", "error",
     "model", "prompt", "prompt_version", "prompt_hash", "taxonomy_version", "synonyms_version",
-    "mode", "cached", "prompt_tokens", "completion_tokens", "cached_input_tokens", "batch_id",
+    "mode", "cached", "prompt_tokens", "completion_tokens", "cached_input_tokens",
+    "reasoning_tokens", "batch_id", "served_model",
 )  # fmt: skip
 
 
@@ -33,6 +34,7 @@ def build_row(
     usage: Usage,
     confidence: AreaConfidence | None = None,
     batch_id: str | None = None,
+    served_model: str | None = None,
 ) -> dict[str, Any]:
     """One output record, fields in ROW_FIELDS order, input's extra fields after them."""
     answer = answer or {}
@@ -58,6 +60,7 @@ def build_row(
         "cached": cached,
         **usage.as_fields(),
         "batch_id": batch_id,  # the Batch API batch that answered it; null for a live answer
+        "served_model": served_model,  # the model the server says answered (its reply's)
     }
     for key, value in abstract.extra.items():
         row[key if key not in row else f"input_{key}"] = value

@@ -174,18 +174,25 @@ class ItemTagger:
             self.probe.settle()
             outcome.mode = mode
             outcome.usage += reply.usage
+            outcome.served_model = reply.model
             if reply.finish_reason == "length":
                 limit = params.get("max_tokens")
+                # A reasoning model that thought until the limit leaves no answer at all.
+                thought = reply.usage.reasoning_tokens if not reply.content.strip() else 0
                 if length_retries > 0 and budget.remaining > 0 and isinstance(limit, int):
                     length_retries -= 1
                     params["max_tokens"] = limit * 2
                     log.info(
-                        "answer cut off at max_tokens=%d: asking again with %d", limit, limit * 2
+                        "answer cut off at max_tokens=%d%s: asking again with %d",
+                        limit,
+                        f" (reasoning used {thought} tokens of it)" if thought else "",
+                        limit * 2,
                     )
                     continue
                 # The prompt's own value: that is the number the user can change.
                 asked = self.prompt.params.get("max_tokens")
-                return self._fail(outcome, cut_off_problem(asked, asked_again=limit != asked))
+                problem = cut_off_problem(asked, asked_again=limit != asked, reasoning=thought)
+                return self._fail(outcome, problem)
             try:
                 outcome.answer = check_answer(reply.content, self.answer_model)
             except InvalidAnswer as exc:

@@ -30,6 +30,7 @@ from tagger.redact import public_url
 from tagger.sending.client import LLMClient
 from tagger.sending.gate import SendGate, SpendGuard
 from tagger.sending.local import watch_for_slow_answers
+from tagger.sending.params import RequestRules
 from tagger.usage import NO_USAGE, Usage
 
 STOP_GRACE_SECONDS = 10.0  # in-flight requests get this long to finish after Ctrl-C
@@ -45,6 +46,24 @@ class DryRunReport:
     first_messages: list[dict[str, str]]
     usage: Usage  # estimated
     cost: float | None
+    model: str = ""
+    price_row: str | None = None  # the prices row the cost came from (None: not priced)
+    price_note: str = ""  # that row's date and source, or the closest priced names
+    service_tier: str = "default"
+    request_rules: str = ""  # how the prompt's [params] go to this model
+
+
+def request_rules(config: RunConfig, plan: RunPlan, learned: Sequence[str] = ()) -> RequestRules:
+    """The parameters this run sends: the model family's, the options', what a job learned."""
+    client = config.client
+    return RequestRules.for_model(
+        client.model,
+        logprobs=client.logprobs,
+        prompt_params=plan.prompt.params,
+        reasoning_effort=client.reasoning_effort,
+        service_tier=client.service_tier,
+        learned=learned,
+    )
 
 
 def require_key(config: RunConfig) -> None:
@@ -71,6 +90,8 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
     cached = 0
     usage = NO_USAGE
     mode = config.mode or ModeProbe(None).mode
+    rules = request_rules(config, plan)
+    reasoning = rules.expected_reasoning_tokens
     for abstract in iter_abstracts(scan.files):
         key = plan.item_key(abstract)  # de-duplicated as the runner and the cache do
         if key in seen:
@@ -83,19 +104,40 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
             plan.prompt, plan.taxonomy, plan.schema, abstract.text, abstract.title, mode
         )
         first = first or messages
-        total = estimate_tokens(messages, plan.prompt.params)
+        total = estimate_tokens(messages, plan.prompt.params, reasoning)
         asked = sum(count_text_tokens(m["content"]) for m in messages)
-        usage += Usage(prompt_tokens=asked, completion_tokens=total - asked)
+        usage += Usage(
+            prompt_tokens=asked, completion_tokens=total - asked, reasoning_tokens=reasoning
+        )
     if cache is not None:
         cache.close()
+    model = config.client.model
+    tier = config.client.service_tier or "default"
     return DryRunReport(
         items=scan.count,
         unique=scan.unique,
         cached=cached,
         first_messages=first,
         usage=usage,
-        cost=prices.cost(config.client.model, usage),
+        cost=prices.cost(model, usage, flex=tier == "flex"),
+        model=model,
+        price_row=prices.entry(model),
+        price_note=price_note(prices, model),
+        service_tier=tier,
+        request_rules=rules.describe(),
     )
+
+
+def price_note(prices: PriceTable, model: str) -> str:
+    """Where a model's price comes from, or which priced names are closest to it."""
+    entry = prices.entry(model)
+    if entry is None:
+        closest = prices.closest(model)
+        like = f"; closest priced: {', '.join(closest)}" if closest else ""
+        return f"'{model}' is not in the price list (tagger prices){like}"
+    row = prices.rows()[entry]
+    dated = f"as of {row.as_of}" if row.as_of else "from your --prices file"
+    return f"{entry}, {dated}" + (f", {row.source}" if row.source else "")
 
 
 async def run_job(
@@ -143,7 +185,7 @@ async def _tag_all(
     guard = _guard(config, prices)
     cache = open_cache(config)
     gate = SendGate(config.client.rpm, config.client.tpm, config.concurrency, guard)
-    client = LLMClient(config.client, gate)
+    client = LLMClient(config.client, gate, request_rules(config, plan))
     watch_for_slow_answers(client, config, scan.unique)
     tagger = ItemTagger(
         client=client, probe=ModeProbe(config.mode), **ItemTagger.plan_settings(plan)
@@ -187,7 +229,10 @@ def _guard(config: RunConfig, prices: PriceTable) -> SpendGuard | None:
         raise ConfigError(
             f"--max-cost needs a price for model '{model}': add it to a --prices file"
         )
-    return SpendGuard(config.max_requests, config.max_cost, lambda used: prices.cost(model, used))
+    flex = config.client.service_tier == "flex"
+    return SpendGuard(
+        config.max_requests, config.max_cost, lambda used: prices.cost(model, used, flex=flex)
+    )
 
 
 def _install_stop_handlers(runner: LiveRunner) -> Any:
@@ -274,15 +319,26 @@ def summarise(stats: RunStats) -> Sequence[tuple[str, str]]:
         ("requests", str(stats.requests)),
         ("retries", str(stats.retries)),
         ("repairs", str(stats.repairs)),
-        (
-            "tokens",
-            f"{stats.usage.prompt_tokens} in ({stats.usage.cached_input_tokens} cached) / "
-            f"{stats.usage.completion_tokens} out",
-        ),
+        ("tokens", describe_tokens(stats.usage)),
         ("estimated cost", cost),
         ("mode", stats.mode or "-"),
         ("time", f"{stats.duration:.1f} s"),
     ]
+    if stats.service_tiers:
+        rows.append(("service tier", ", ".join(stats.service_tiers)))
+    if stats.served_models:
+        rows.append(("answered by", ", ".join(stats.served_models[:3])))
     if stats.stop_reason:
         rows.append(("stopped", stats.stop_reason))
     return rows
+
+
+def describe_tokens(usage: Usage) -> str:
+    """'N in (C cached) / M out (of which R reasoning)'."""
+    text = (
+        f"{usage.prompt_tokens} in ({usage.cached_input_tokens} cached) / "
+        f"{usage.completion_tokens} out"
+    )
+    if usage.reasoning_tokens:
+        text += f" (of which {usage.reasoning_tokens} reasoning)"
+    return text

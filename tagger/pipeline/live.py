@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -52,6 +52,12 @@ class RunStats:
     rate_limit_pause: float = 0.0
     learned_limits: list[str] = field(default_factory=list)
     kept_output: str | None = None  # where this run's rows are when the old output was kept
+    request_rules: str | None = None  # how the prompt's [params] went to this model, and why
+    adaptations: list[str] = field(default_factory=list)  # what the server's 400s taught
+    served_models: list[str] = field(default_factory=list)  # who the replies say answered
+    service_tiers: list[str] = field(default_factory=list)  # the tiers the replies name
+    confidence_note: str | None = None  # why rows have no task_area_confidence, if they have none
+    top_errors: list[dict[str, object]] = field(default_factory=list)  # commonest failures
 
 
 @dataclass
@@ -92,6 +98,7 @@ class LiveRunner:
         self._inflight: dict[str, asyncio.Future[Outcome]] = {}
         self._refreshed: set[str] = set()
         self._run_fields = plan.run_fields()
+        self._errors: Counter[str] = Counter()  # failed rows' reasons, for the top three
 
     def request_stop(self, reason: str, *, interrupted: bool = False, limit: bool = False) -> None:
         """Stop sending new requests; the rest of the rows are written as not run."""
@@ -210,8 +217,12 @@ class LiveRunner:
     def _on_answer(self, task: asyncio.Future[Outcome]) -> None:
         self.progress.answered(self._result_of(task).status)
 
-    def _cost(self) -> float | None:
-        return self.prices.cost(self.config.client.model, self.stats.usage)
+    def _cost(self, served: tuple[str, ...]) -> float | None:
+        # Priced by the model the server says answered, when it names one (a local server that
+        # ignores --model is no OpenAI model, and costs n/a), else by the one asked for.
+        model = served[0] if len(served) == 1 else self.config.client.model
+        flex = self.config.client.service_tier == "flex"
+        return self.prices.cost(model, self.stats.usage, flex=flex)
 
     def _write(self, item: _Pending) -> None:
         outcome = self._result(item)
@@ -228,6 +239,7 @@ class LiveRunner:
             usage=NO_USAGE if item.shared else outcome.usage,
             confidence=outcome.confidence,
             batch_id=outcome.batch_id,
+            served_model=outcome.served_model,
         )
         self.writer.write(row)
         stats = self.stats
@@ -235,6 +247,8 @@ class LiveRunner:
         status = outcome.status
         stats.ok += status is Status.OK
         stats.failed += status is Status.FAILED
+        if status is Status.FAILED and outcome.error:
+            self._errors[" ".join(outcome.error.split())[:200]] += 1
         stats.not_run += status is Status.NOT_RUN
         stats.cached += item.cached
         self.progress.written(row)
@@ -267,7 +281,16 @@ class LiveRunner:
         sent, mode = self.client.snapshot(), self.tagger.snapshot()
         stats.requests = sent.requests
         stats.retries = sent.retries
-        stats.cost = self._cost()
+        stats.cost = self._cost(sent.served_models)
+        stats.request_rules = sent.rules
+        stats.adaptations = list(sent.adaptations)
+        stats.served_models = list(sent.served_models)
+        stats.service_tiers = list(sent.service_tiers)
+        if self.config.client.logprobs and not sent.logprobs:
+            stats.confidence_note = "no task_area_confidence: the model returns no logprobs"
+        stats.top_errors = [
+            {"reason": reason, "count": count} for reason, count in self._errors.most_common(3)
+        ]
         stats.mode = mode.mode
         stats.mode_fallbacks = list(mode.fallbacks)
         stats.stop_reason = self.stop_reason
