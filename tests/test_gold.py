@@ -10,6 +10,7 @@ from openpyxl import load_workbook
 
 from tagger.files.abstracts import iter_abstracts, scan
 from tagger.files.jsonl import read_gold_rows
+from tagger.prompting.schema import SUMMARY_WORD_LIMIT
 from tagger.prompting.taxonomy import load_synonyms, load_taxonomy
 from tagger.review.gold import check_gold_rows
 from tests import reviewsheets
@@ -102,7 +103,7 @@ def test_every_bad_cell_is_reported_and_nothing_written(tmp_path: Path) -> None:
         "review.csv row 6, column reviewed: 'maybe' is not",
         "review.csv row 7, column method_tags: has 7 tags; at most 6",
         "review.csv row 8, column summary:",
-        "has 40 words; write one line of at most 30 words",
+        f"has 40 words; write one line of at most {SUMMARY_WORD_LIMIT} words",
     ]:
         assert expected in text, expected
     assert "7 bad cells" in text

@@ -121,7 +121,7 @@ def test_eval_xlsx_has_heatmap_and_confidence_chart(tmp_path: Path) -> None:
     assert labels == sorted(AREAS)
     assert color_scales(confusion) == ["B2:D4"]
     (chart,) = book["confidence"]._charts
-    assert series_refs(chart) == [("'confidence'!$D$2:$D$7", "'confidence'!$A$2:$A$7")]
+    assert series_refs(chart) == [("'confidence'!$F$2:$F$7", "'confidence'!$A$2:$A$7")]
     assert book["confidence"]["A2"].value == "0.0–0.5"
 
 
@@ -156,7 +156,7 @@ def test_compare_xlsx_has_heatmaps(tmp_path: Path) -> None:
     assert total == 31
     assert color_scales(book["confusion B"])
     (chart,) = book["confidence B"]._charts
-    assert series_refs(chart) == [("'confidence B'!$D$2:$D$7", "'confidence B'!$A$2:$A$7")]
+    assert series_refs(chart) == [("'confidence B'!$F$2:$F$7", "'confidence B'!$A$2:$A$7")]
 
 
 def test_heatmap_labels_are_neutralised(tmp_path: Path) -> None:

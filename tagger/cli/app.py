@@ -11,6 +11,7 @@ import typer
 from tagger import __version__
 from tagger.cli.batch import batch_app
 from tagger.cli.cache import cache_app
+from tagger.cli.helpstyle import TaggerGroup
 from tagger.cli.models import models
 from tagger.cli.prompts import prompts
 from tagger.cli.review import register_review_commands
@@ -32,7 +33,9 @@ class _Tagger(typer.Typer):
 
 
 # Plain help, not rich's: flags read as flags, and `--help` needs no rich import (start-up time).
-app = _Tagger(help="Tag research-paper abstracts with an LLM.", rich_markup_mode=None)
+app = _Tagger(
+    cls=TaggerGroup, help="Tag research-paper abstracts with an LLM.", rich_markup_mode=None
+)
 
 
 @app.callback(invoke_without_command=True)

@@ -147,13 +147,8 @@ def compare(
     """Compare two runs of the same abstracts row by row; with --gold, say which side wins."""
     from tagger.cli.tables import print_compare
     from tagger.files.sheets import sheet_format, write_sheet
-    from tagger.review.evaluate import (
-        DIFF_COLUMNS,
-        compare_runs,
-        diff_sheet_rows,
-        evaluate,
-        winners,
-    )
+    from tagger.review.evaluate import DIFF_COLUMNS, compare_runs, diff_sheet_rows, evaluate
+    from tagger.review.paired import paired_verdicts, run_verdicts
 
     with errors():
         if output is not None:
@@ -166,7 +161,10 @@ def compare(
             gold_rows = read_gold(gold, prompts_dir, synonyms)
             report["eval_a"] = evaluate(a_rows, gold_rows, synonyms)
             report["eval_b"] = evaluate(b_rows, gold_rows, synonyms)
-            report["verdicts"] = winners(report["eval_a"], report["eval_b"])
+            paired = paired_verdicts(a_rows, b_rows, gold_rows, synonyms)
+            verdicts = paired.pop("verdicts")
+            report["paired"] = paired
+            report["verdicts"] = verdicts + run_verdicts(report["eval_a"], report["eval_b"])
         if output is not None:
             from tagger.review.charts import add_compare_sheets
 

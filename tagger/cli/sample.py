@@ -29,9 +29,7 @@ def sample(
     ),
     stratify: Annotated[
         str | None,
-        typer.Option(
-            metavar="<field>", help="Draw within each value of this field, e.g. task_area."
-        ),
+        typer.Option(metavar="FIELD", help="Draw within each value of this field, e.g. task_area."),
     ] = None,
     min_per_stratum: Annotated[
         int, typer.Option(help="With --stratify: at least this many rows per stratum.", min=0)
@@ -45,8 +43,8 @@ def sample(
     where: Annotated[
         list[str] | None,
         typer.Option(
-            metavar="<filter>",
-            help="Only rows matching: status=ok|error, area=<id>, confidence<0.6 (repeatable).",
+            metavar="FILTER",
+            help="Only rows matching: status=ok|error, area=ID, confidence<0.6 (repeatable).",
         ),
     ] = None,
     bom: Annotated[

@@ -11,7 +11,14 @@ from rich.console import Console
 from rich.table import Table
 
 from tagger.cli.common import say
-from tagger.cli.errortables import ci_num, ci_pct, print_error_bars
+from tagger.cli.errortables import (
+    TAG_METRICS,
+    ci_num,
+    ci_pct,
+    estimate_values,
+    print_error_bars,
+    print_verdicts,
+)
 from tagger.prompting.schema import MAX_SUMMARY_WORDS
 from tagger.terminal import cell, printable
 
@@ -148,24 +155,46 @@ def _num(value: float | None) -> str:
 
 
 def print_eval(report: dict[str, Any], title: str) -> None:
-    """Print an eval report: metrics, then the task-area confusions."""
+    """Print an eval report: the headline figures, then the task-area confusions.
+
+    With a weighted sample the re-weighted run estimate leads; the gold rows' own (raw,
+    unweighted) figures stand beside it, labelled as such.
+    """
     console = Console()
     cov, area, tags, summ = (report[k] for k in ("coverage", "task_area", "method_tags", "summary"))
-    table = Table(title=cell(title), show_header=False)
-    table.add_row("gold ids in run", f"{cov['found']}/{cov['gold']} ({_pct(cov['share'])})")
-    table.add_row("errored in run", str(cov["errored"]))
+    population = report.get("population")
+    exact = " (exact: every row reviewed)" if report.get("census") else ""
     accuracy = f"{area['correct']}/{area['evaluated']} ({_pct(area['accuracy'])})"
-    table.add_row("task-area accuracy", accuracy + ci_pct(area.get("interval")))
     bars = tags.get("intervals") or {}
-    table.add_row("tag precision", _num(tags["precision"]) + ci_num(bars.get("precision")))
-    table.add_row("tag recall", _num(tags["recall"]) + ci_num(bars.get("recall")))
-    table.add_row("tag F1 (micro)", _num(tags["f1"]) + ci_num(bars.get("f1")))
-    table.add_row("tag F1 (macro)", _num(tags["macro_f1"]) + ci_num(bars.get("macro_f1")))
-    table.add_row("summaries checked", str(summ["rows"]))
-    table.add_row("one line", _pct(summ["one_line"]))
-    table.add_row("words mean / max", f"{_num(summ['mean_words'])} / {summ['max_words']}")
-    table.add_row(f"over {MAX_SUMMARY_WORDS} words", _pct(summ["over_limit"]))
-    table.add_row('"This paper…" openers', _pct(summ["bad_opener"]))
+    raw = [accuracy + (exact or ci_pct(area.get("interval")))]
+    raw += [_num(tags[key]) + ("" if exact else ci_num(bars.get(key))) for key, _ in TAG_METRICS]
+    raw.append(_num(tags["tag_macro_f1"]) + " (no interval)")
+    labels = ["task-area accuracy", *(label for _, label in TAG_METRICS), "tag F1 (macro, per tag)"]
+    if population:
+        table = Table(
+            "",
+            f"run estimate ({population['rows']:,} rows)",
+            "raw gold rows (unweighted)",
+            title=cell(title),
+        )
+        estimate = estimate_values(population)
+        rows = [
+            [label, value, raw_value]
+            for label, value, raw_value in zip(labels, estimate, raw, strict=True)
+        ]
+    else:
+        table = Table(title=cell(title), show_header=False)
+        rows = [[label, value] for label, value in zip(labels, raw, strict=True)]
+    blank = [""] if population else []
+    table.add_row("gold ids in run", f"{cov['found']}/{cov['gold']} ({_pct(cov['share'])})", *blank)
+    table.add_row("errored in run", str(cov["errored"]), *blank)
+    for row in rows:
+        table.add_row(*row)
+    table.add_row("summaries checked", str(summ["rows"]), *blank)
+    table.add_row("one line", _pct(summ["one_line"]), *blank)
+    table.add_row("words mean / max", f"{_num(summ['mean_words'])} / {summ['max_words']}", *blank)
+    table.add_row(f"over {MAX_SUMMARY_WORDS} words", _pct(summ["over_limit"]), *blank)
+    table.add_row('"This paper…" openers', _pct(summ["bad_opener"]), *blank)
     console.print(table)
     labels = area["labels"]
     if len(labels) > _MATRIX_MAX:
@@ -206,11 +235,7 @@ def print_compare(report: dict[str, Any], limit: int) -> None:
     table.add_row("summary changed", str(totals["summary_changed"]))
     console.print(table)
     if "verdicts" in report:
-        verdicts = Table("metric", "A", "B", "winner", title="against gold")
-        for item in report["verdicts"]:
-            show = _METRIC_FORMAT.get(item["metric"].split(".")[0], _pct)
-            verdicts.add_row(item["label"], show(item["a"]), show(item["b"]), cell(item["winner"]))
-        console.print(verdicts)
+        print_verdicts(console, report)
     changed = [
         r
         for r in report["rows"]
@@ -233,13 +258,6 @@ def print_compare(report: dict[str, Any], limit: int) -> None:
     console.print(rows)
     if len(changed) > limit:
         console.print(f"… {len(changed) - limit} more changed rows (use --limit or -o)")
-
-
-def _count(value: float | None) -> str:
-    return "n/a" if value is None else str(int(value))
-
-
-_METRIC_FORMAT = {"coverage": _count, "method_tags": _num}
 
 
 def print_tags(report: dict[str, Any], top: int) -> None:

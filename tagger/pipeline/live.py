@@ -1,4 +1,4 @@
-"""The batch runner: cache, concurrency, order, output, stats; one line out per abstract in."""
+"""The live runner: cache, concurrency, order, output, stats; one line out per abstract in."""
 
 from __future__ import annotations
 

@@ -68,7 +68,8 @@ def clean_summary(value: str) -> str:
         raise ValueError("must not be empty")
     words = len(text.split())
     if words > SUMMARY_WORD_LIMIT:
-        raise ValueError(f"has {words} words; write one line of at most {MAX_SUMMARY_WORDS} words")
+        # The number validation enforces is the one a message may name: never the prompt's.
+        raise ValueError(f"has {words} words; write one line of at most {SUMMARY_WORD_LIMIT} words")
     return text
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tagger.files.sheets import cell_text
+from tagger.review.stats import FEW_ROWS
 
 TOP_TAGS = 15
 HEATMAP_LOW, HEATMAP_HIGH = "FFFFFF", "F8696B"  # white → red: the more rows, the hotter
@@ -120,48 +121,67 @@ def _interval(value: Any) -> tuple[Any, Any]:
     return (value[0], value[1]) if value else (None, None)
 
 
+_TAG_ROWS = (
+    ("precision", "tag precision"),
+    ("recall", "tag recall"),
+    ("f1", "tag F1 (micro)"),
+    ("abstract_f1", "tag F1 (mean per abstract)"),
+)
+
+
 def metric_rows(report: dict[str, Any]) -> list[list[Any]]:
-    """(metric, value, 95% low, 95% high, note) rows of an eval report."""
+    """(metric, value, 95% low, 95% high, how) rows of an eval report, the headline first.
+
+    With a weighted sample the re-weighted run estimate leads and the gold rows' own figures
+    follow, labelled raw; a census says it has no sampling error.
+    """
     area, tags = report["task_area"], report["method_tags"]
+    exact = "exact: every row reviewed" if report.get("census") else None
+    coverage = report["coverage"]
     rows: list[list[Any]] = [
-        [
-            "gold ids in run",
-            report["coverage"]["found"],
-            None,
-            None,
-            f"of {report['coverage']['gold']}",
-        ],
-        ["task-area accuracy", area["accuracy"], *_interval(area.get("interval")), "Wilson"],
+        ["gold ids in run", coverage["found"], None, None, f"of {coverage['gold']}"]
     ]
-    for name, label in (
-        ("precision", "tag precision"),
-        ("recall", "tag recall"),
-        ("f1", "tag F1 (micro)"),
-        ("macro_f1", "tag F1 (macro)"),
-    ):
-        rows.append(
-            [label, tags[name], *_interval((tags.get("intervals") or {}).get(name)), "bootstrap"]
-        )
     population = report.get("population")
+    raw = ""
     if population:
-        accuracy = population["accuracy"]
+        accuracy, estimate = population["accuracy"], population["method_tags"]
         rows.append(
             [
                 "run estimate: task-area accuracy",
                 accuracy["value"],
                 *_interval(accuracy["interval"]),
-                population["note"],
+                exact or f"Wilson on the effective n; {population['note']}",
             ]
         )
-        for name, label in (
-            ("precision", "tag precision"),
-            ("recall", "tag recall"),
-            ("f1", "tag F1 (micro)"),
-        ):
-            value = population["method_tags"][name]
-            bounds = _interval(population["method_tags"]["intervals"].get(name))
-            rows.append([f"run estimate: {label}", value, *bounds, "re-weighted, bootstrap"])
+        for name, label in _TAG_ROWS:
+            bounds = _interval(estimate["intervals"].get(name))
+            how = exact or "re-weighted, stratified bootstrap with finite-population correction"
+            rows.append([f"run estimate: {label}", estimate[name], *bounds, how])
+        rows.append(
+            ["run estimate: tag F1 (macro, per tag)", estimate["tag_macro_f1"], None, None, ""]
+        )
+        raw = "raw gold rows (unweighted): "
+    rows.append(
+        [
+            f"{raw}task-area accuracy",
+            area["accuracy"],
+            *_interval(area.get("interval")),
+            exact or "Wilson",
+        ]
+    )
+    for name, label in _TAG_ROWS:
+        bounds = _interval((tags.get("intervals") or {}).get(name))
+        rows.append([f"{raw}{label}", tags[name], *bounds, exact or "bootstrap"])
+    rows.append([f"{raw}tag F1 (macro, per tag)", tags["tag_macro_f1"], None, None, "no interval"])
     return rows
+
+
+def _band_note(band: dict[str, Any]) -> str | None:
+    if band.get("census"):
+        return "exact: every row reviewed"
+    if band.get("few_rows"):
+        return f"rests on few rows (under {FEW_ROWS}): a rough guide"
+    return None
 
 
 def add_confidence_sheet(book: Any, confidence: dict[str, Any], name: str = "confidence") -> None:
@@ -171,11 +191,15 @@ def add_confidence_sheet(book: Any, confidence: dict[str, Any], name: str = "con
         "band",
         "gold rows",
         "correct",
+        "weighted rows",
+        "weighted correct",
         "accuracy",
         "95% low",
         "95% high",
+        "effective n",
         "mean confidence",
         "run rows",
+        "note",
     )
     bands = confidence["bands"]
     _table(
@@ -186,34 +210,67 @@ def add_confidence_sheet(book: Any, confidence: dict[str, Any], name: str = "con
                 b["band"],
                 b["gold"],
                 b["correct"],
+                b.get("weighted_rows"),
+                b.get("weighted_correct"),
                 b["accuracy"],
                 *_interval(b["interval"]),
+                b.get("effective_n"),
                 b["mean_confidence"],
                 b["run_rows"],
+                _band_note(b),
             ]
             for b in bands
         ],
     )
     for r in range(2, len(bands) + 2):
-        for c in (4, 5, 6, 7):
+        for c in (4, 5, 9):
+            sheet.cell(row=r, column=c).number_format = "0.0"
+        for c in (6, 7, 8, 10):
             sheet.cell(row=r, column=c).number_format = "0.0%"
     chart = _bar_chart("Task-area accuracy by confidence band", "accuracy")
     chart.y_axis.scaling.min, chart.y_axis.scaling.max = 0.0, 1.0
     chart.y_axis.number_format = "0%"
-    _add_series(chart, sheet, "accuracy", (4, 1), (2, len(bands) + 1))
+    _add_series(chart, sheet, "accuracy", (6, 1), (2, len(bands) + 1))
     sheet.add_chart(chart, "J2")
     effort = confidence["review_effort"]
     start = len(bands) + 4
-    put(sheet, start, 1, "to catch this share of task-area errors", bold=True)
-    for c, name in enumerate(
-        ("read rows with confidence ≤", "rows to read", "share of run"), start=2
-    ):
+    names = (
+        "to catch this share of task-area errors",
+        "estimate: read rows with confidence ≤",
+        "rows to read",
+        "share of run",
+        "share caught (gold)",
+        "95% low",
+        "95% high",
+        "95% sure: read rows with confidence ≤",
+        "rows to read",
+        "share of run",
+    )
+    for c, name in enumerate(names, start=1):
         put(sheet, start, c, name, bold=True)
     for r, item in enumerate(effort, start=start + 1):
-        for c, value in enumerate(
-            (item["share"], item["threshold"], item["rows"], item["run_share"]), start=1
-        ):
+        values = (
+            item["share"],
+            item["threshold"],
+            item["rows"],
+            item["run_share"],
+            item["caught"],
+            *_interval(item["caught_interval"]),
+            item["bound_threshold"] if item["bound_threshold"] is not None else "all rows",
+            item["bound_rows"],
+            item["bound_run_share"],
+        )
+        for c, value in enumerate(values, start=1):
             put(sheet, r, c, value)
+    if effort:
+        put(
+            sheet,
+            start + len(effort) + 1,
+            1,
+            "estimate: a point estimate from the gold errors. 95% sure: a conservative bound, "
+            "the lowest threshold whose one-sided 95% lower confidence bound on the share of "
+            f"errors caught reaches the target ({effort[0]['errors']} gold errors).",
+        )
 
 
 def write_eval_book(path: Path, report: dict[str, Any]) -> None:
