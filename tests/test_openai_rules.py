@@ -11,6 +11,7 @@ import pytest
 
 from tagger.sending.families import family_of
 from tests.fakerules import SNAPSHOTS, ModelRules, rules_for
+from tests.batchhelpers import batch_lines, batch_run
 from tests.fakeserver import FakeLLM
 from tests.harness import TEST_KEY, StartFake, TaggerCLI, one_line, taxonomy_ids
 
@@ -202,3 +203,29 @@ def test_tagger_table_agrees_with_the_documented_rules(model: str) -> None:
         assert family.lowest_effort == documented.efforts[0]
         assert family.flex == documented.flex
     assert family_of(SNAPSHOTS[model]) == family  # a dated snapshot is its family
+
+
+def test_batch_lines_follow_the_family_table(tagger_cli: TaggerCLI) -> None:
+    result = batch_run(tagger_cli, "--model", "gpt-5-nano")
+    assert result.exit_code == 0, result.output
+    lines = batch_lines(tagger_cli.fake)
+    assert len(lines) == 57
+    for line in lines:
+        body = line["body"]
+        assert "max_tokens" not in body and "temperature" not in body and "logprobs" not in body
+        assert body["reasoning_effort"] == "minimal" and body["max_completion_tokens"] >= 400
+    assert [r["status"] for r in tagger_cli.rows()] == ["ok"] * 57
+
+
+def test_batch_job_keeps_what_a_refused_round_taught(tagger_cli: TaggerCLI) -> None:
+    # A batch cannot probe: a round whose lines are refused teaches the job, once per parameter.
+    tagger_cli.fake.model_rules["acme-reasoner"] = ModelRules(True, ("low", "medium"), "medium")
+    result = batch_run(tagger_cli, "--model", "acme-reasoner", inputs=[tagger_cli.small_input(3)])
+    assert result.exit_code == 0, result.output
+    assert [r["status"] for r in tagger_cli.rows()] == ["ok"] * 3
+    rounds = [[line["body"] for line in b.parsed()] for b in tagger_cli.fake.batches.created]
+    assert len(rounds) == 4  # max_tokens, temperature, logprobs refused; then answered
+    last = rounds[-1][0]
+    assert "max_completion_tokens" in last and "temperature" not in last and "logprobs" not in last
+    adaptations = tagger_cli.manifest()["adaptations"]
+    assert len(adaptations) == 3

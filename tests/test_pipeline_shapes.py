@@ -14,9 +14,8 @@ from tagger.config import ClientConfig, Mode, RunConfig
 from tagger.errors import InvalidAnswer
 from tagger.files.abstracts import Abstract
 from tagger.files.rows import build_row
-from tagger.pipeline.job import request_rules
 from tagger.pipeline.outcome import Outcome, Status
-from tagger.pipeline.request import build_request, render_messages
+from tagger.pipeline.request import build_request, render_messages, request_rules
 from tagger.pipeline.validate import REPAIR_REQUEST, check_answer, repair_messages
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
@@ -44,7 +43,8 @@ def test_live_request_body_is_the_one_build_request_makes(
     first, repair = (r.body or {} for r in tagger_cli.chats())
     messages = render_messages(plan.prompt, plan.taxonomy, plan.schema, seed_texts()[0], None, mode)
     # The parameters as the run's rules send them to this model (tagger.sending.params).
-    params, rules = plan.prompt.params, request_rules(plan.config, plan)
+    params = plan.prompt.params
+    rules = request_rules(plan.config.client, params)
     assert first == build_request(row["model"], messages, mode, plan.schema, params, rules=rules)
     echoed = repair["messages"][len(messages)]["content"]
     problems = repair["messages"][-1]["content"].splitlines()[0].split(": ", 1)[1]

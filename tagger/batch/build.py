@@ -13,7 +13,7 @@ from tagger.batch.jobfile import BatchRecord, ItemState, JobState
 from tagger.config import Mode, RunConfig
 from tagger.errors import OutputError, UsageError
 from tagger.files.abstracts import Abstract
-from tagger.pipeline.request import build_request, render_messages
+from tagger.pipeline.request import build_request, render_messages, request_rules
 from tagger.pipeline.validate import repair_messages
 from tagger.pricing import PriceTable, count_text_tokens, estimate_tokens
 from tagger.prompting.plan import RunPlan
@@ -128,6 +128,8 @@ def build_round(
     wanted = {key for key, item in state.items.items() if wanted_item(item)}
     mode = Mode(state.mode)
     params = dict(plan.prompt.params)
+    # The model family's parameters, and what this job's earlier rounds were refused for.
+    rules = request_rules(plan.config.client, params, state.adaptations)
     for abstract in abstracts:
         key = plan.item_key(abstract)
         if key not in wanted:
@@ -143,10 +145,8 @@ def build_round(
         if refusal is not None:
             _not_run(item, refusal)
             continue
-        client = plan.config.client
-        body = build_request(
-            client.model, messages, mode, plan.schema, params, logprobs=client.logprobs
-        )
+        body = build_request(plan.config.client.model, messages, mode, plan.schema, params,
+                             rules=rules)  # fmt: skip
         files.add(key, body)
         item.status = "submitted"
         item.attempts += 1

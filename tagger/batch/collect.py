@@ -12,9 +12,11 @@ from tagger.batch.jobfile import BatchRecord, ItemState, JobState
 from tagger.errors import InvalidAnswer
 from tagger.pipeline.cache import AnswerCache, outcome_entry
 from tagger.pipeline.outcome import Outcome
+from tagger.pipeline.request import request_rules
 from tagger.pipeline.validate import ECHOED_REPLY_CHARS, check_answer, cut_off_problem
 from tagger.prompting.plan import RunPlan
 from tagger.sending.confidence import area_confidence
+from tagger.sending.params import refusal_of
 from tagger.sending.reply import Reply, reply_from_json
 from tagger.usage import Usage
 
@@ -66,7 +68,7 @@ class Collector:
         if isinstance(response, dict):
             status = response.get("status_code")
             reason = f"HTTP {status}: {_error_message(response.get('body')) or 'no message'}"
-            if status in TRANSIENT_STATUS:
+            if status in TRANSIENT_STATUS or self._adapted(status, response.get("body")):
                 self._again(item, reason)
             else:
                 self._fail(item, reason)
@@ -77,6 +79,22 @@ class Collector:
             self._again(item, f"{code}: {message}")
         else:
             self._fail(item, f"batch request failed: {code}: {message}")
+
+    def _adapted(self, status: object, body: object) -> bool:
+        """A 400 refusing a parameter: the job learns it, and the next round's lines follow."""
+        if not isinstance(status, int):
+            return False
+        client, params = self.plan.config.client, self.plan.prompt.params
+        rules = request_rules(client, params, self.state.adaptations)
+        # The line was built before some of what the job knows now: either set of names.
+        before = request_rules(client, params).body_params(params)
+        sent = {"model", "messages", "response_format", *before, *rules.body_params(params)}
+        refusal = refusal_of(status, body, _error_message(body) or "", sent)
+        if refusal is None or not rules.learn(refusal):
+            # Refused again after the job adapted (an earlier line of this batch): resend too.
+            return refusal is not None and refusal.param in rules.adapted
+        self.state.adaptations = list(rules.learned)
+        return True
 
     def _answer(self, key: str, item: ItemState, record: BatchRecord, body: dict[str, Any]) -> None:
         try:

@@ -14,6 +14,7 @@ from tagger.pipeline.item import ItemTagger, ModeProbe
 from tagger.pipeline.live import LiveRunner, RunStats
 from tagger.pipeline.outcome import Outcome
 from tagger.pipeline.progress import ProgressSink
+from tagger.pipeline.request import request_rules
 from tagger.pipeline.validate import repair_messages
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
@@ -83,7 +84,8 @@ async def write_rows(
     gate = SendGate(
         config.client.rpm, config.client.tpm, config.concurrency, _guard(job, plan, prices)
     )
-    client = LLMClient(config.client, gate)
+    rules = request_rules(config.client, plan.prompt.params, job.adaptations)
+    client = LLMClient(config.client, gate, rules)
     tagger = BatchLeftovers(
         client=client,
         probe=ModeProbe(Mode(job.mode)),
@@ -97,6 +99,7 @@ async def write_rows(
         stats = await runner.run(iter_abstracts(scan.files))
     finally:
         await client.aclose()
+        job.adaptations = list(rules.learned)  # kept for the job's next rounds
     return stats, add_batch_part(stats, job, prices, config.client.model)
 
 

@@ -23,14 +23,13 @@ from tagger.pipeline.cache import AnswerCache
 from tagger.pipeline.item import ItemTagger, ModeProbe
 from tagger.pipeline.live import LiveRunner, RunStats
 from tagger.pipeline.progress import ProgressSink
-from tagger.pipeline.request import render_messages
+from tagger.pipeline.request import render_messages, request_rules
 from tagger.pricing import PriceTable, count_text_tokens, estimate_tokens
 from tagger.prompting.plan import RunPlan
 from tagger.redact import public_url
 from tagger.sending.client import LLMClient
 from tagger.sending.gate import SendGate, SpendGuard
 from tagger.sending.local import watch_for_slow_answers
-from tagger.sending.params import RequestRules
 from tagger.usage import NO_USAGE, Usage
 
 STOP_GRACE_SECONDS = 10.0  # in-flight requests get this long to finish after Ctrl-C
@@ -51,19 +50,6 @@ class DryRunReport:
     price_note: str = ""  # that row's date and source, or the closest priced names
     service_tier: str = "default"
     request_rules: str = ""  # how the prompt's [params] go to this model
-
-
-def request_rules(config: RunConfig, plan: RunPlan, learned: Sequence[str] = ()) -> RequestRules:
-    """The parameters this run sends: the model family's, the options', what a job learned."""
-    client = config.client
-    return RequestRules.for_model(
-        client.model,
-        logprobs=client.logprobs,
-        prompt_params=plan.prompt.params,
-        reasoning_effort=client.reasoning_effort,
-        service_tier=client.service_tier,
-        learned=learned,
-    )
 
 
 def require_key(config: RunConfig) -> None:
@@ -90,7 +76,7 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
     cached = 0
     usage = NO_USAGE
     mode = config.mode or ModeProbe(None).mode
-    rules = request_rules(config, plan)
+    rules = request_rules(config.client, plan.prompt.params)
     reasoning = rules.expected_reasoning_tokens
     for abstract in iter_abstracts(scan.files):
         key = plan.item_key(abstract)  # de-duplicated as the runner and the cache do
@@ -185,7 +171,7 @@ async def _tag_all(
     guard = _guard(config, prices)
     cache = open_cache(config)
     gate = SendGate(config.client.rpm, config.client.tpm, config.concurrency, guard)
-    client = LLMClient(config.client, gate, request_rules(config, plan))
+    client = LLMClient(config.client, gate, request_rules(config.client, plan.prompt.params))
     watch_for_slow_answers(client, config, scan.unique)
     tagger = ItemTagger(
         client=client, probe=ModeProbe(config.mode), **ItemTagger.plan_settings(plan)

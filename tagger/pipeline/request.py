@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tagger.config import Mode
+from tagger.config import ClientConfig, Mode
 from tagger.prompting.formats import instructions_for, response_format
 from tagger.prompting.prompts import Prompt
 from tagger.prompting.taxonomy import Taxonomy
 from tagger.sending.params import LOGPROBS_PARAMS, RequestRules
 
-__all__ = ["LOGPROBS_PARAMS", "build_request", "render_messages"]
+__all__ = ["LOGPROBS_PARAMS", "build_request", "render_messages", "request_rules"]
+
+
+def request_rules(
+    client: ClientConfig, prompt_params: Mapping[str, Any], learned: Sequence[str] = ()
+) -> RequestRules:
+    """The parameters a run sends: the model family's, the options', what a job learned."""
+    return RequestRules.for_model(
+        client.model,
+        logprobs=client.logprobs,
+        prompt_params=prompt_params,
+        reasoning_effort=client.reasoning_effort,
+        service_tier=client.service_tier,
+        learned=learned,
+    )
 
 
 def render_messages(

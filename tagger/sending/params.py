@@ -135,6 +135,11 @@ class RequestRules:
         return rules
 
     @property
+    def adapted(self) -> frozenset[str]:
+        """The parameters adapted to so far (each at most once)."""
+        return frozenset(self._adapted)
+
+    @property
     def reasoning(self) -> bool:
         """A reasoning model: its completion tokens include reasoning the reply does not show."""
         return self.family is not None and self.family.reasoning
@@ -253,4 +258,11 @@ class RequestRules:
                 self.dropped.add(what.removesuffix(" no longer sent"))
             else:
                 continue
+            self._adapted.add(_param_of(what))
             self.learned.append(line)
+
+
+def _param_of(what: str) -> str:
+    """The parameter an adaptation line is about ("temperature no longer sent": temperature)."""
+    first = what.split(" ", 1)[0]
+    return "reasoning_effort" if first.startswith("reasoning_effort") else first
