@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from tagger import defaults
-from tagger.sending.local import default_concurrency, default_timeout
+from tagger.defaults import default_concurrency, default_timeout
 
 
 class Mode(StrEnum):

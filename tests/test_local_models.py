@@ -9,7 +9,7 @@ import pytest
 
 from tagger.config import ClientConfig, Mode, RunConfig
 from tagger.defaults import LOCAL_TIMEOUT as DEFAULT_TIMEOUT
-from tagger.pipeline.item import render_messages
+from tagger.pipeline.request import render_messages
 from tagger.pricing import MESSAGE_OVERHEAD_TOKENS, count_text_tokens
 from tagger.prompting.answers import extract_json
 from tagger.prompting.formats import response_format

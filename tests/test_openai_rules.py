@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from tagger.sending.families import family_of
-from tests.fakerules import SNAPSHOTS, ModelRules, rules_for
 from tests.batchhelpers import batch_lines, batch_run
+from tests.fakerules import SNAPSHOTS, ModelRules, rules_for
 from tests.fakeserver import FakeLLM
 from tests.harness import TEST_KEY, StartFake, TaggerCLI, one_line, taxonomy_ids
 

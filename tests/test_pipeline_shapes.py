@@ -170,7 +170,7 @@ def _row(outcome: Outcome) -> dict[str, Any]:
         cached=False,
         mode=outcome.mode,
         usage=outcome.usage,
-    )
+    ).fields()
 
 
 def test_outcome_status_is_carried_to_the_row_not_parsed_from_its_text() -> None:

@@ -8,13 +8,16 @@ from typing import Any
 from tagger.batch.jobfile import ItemState, JobState
 from tagger.config import Mode
 from tagger.files.abstracts import InputScan, iter_abstracts
-from tagger.files.rows import JsonlWriter
+from tagger.files.rows import RowWriter
 from tagger.pipeline.cache import AnswerCache, cache_key
 from tagger.pipeline.item import ItemTagger, ModeProbe
-from tagger.pipeline.live import LiveRunner, RunStats
+from tagger.pipeline.live import LiveRunner
 from tagger.pipeline.outcome import Outcome
+from tagger.pipeline.policy import ItemPolicy
+from tagger.pipeline.policy import ItemState as Start
 from tagger.pipeline.progress import ProgressSink
 from tagger.pipeline.request import request_rules
+from tagger.pipeline.stats import RunStats
 from tagger.pipeline.validate import repair_messages
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
@@ -48,13 +51,13 @@ class BatchLeftovers(ItemTagger):
             return repair_messages(messages, item.reply, item.problems or "")
         return messages
 
-    async def tag(self, text: str, title: str | None) -> Outcome:
+    async def tag(self, text: str, title: str | None, start: Start | None = None) -> Outcome:
         """The job's verdict for an abstract the cache has no answer for."""
         item = self._item(text, title)
         if item is not None and item.status == "not_run":
             return Outcome(error=item.error, stopped=True)
         if self.live and (item is None or item.status in ("pending", "repair")):
-            return await super().tag(text, title)
+            return await super().tag(text, title, start)
         if item is not None and item.status in ("pending", "repair"):  # the job was cancelled
             return Outcome(error=f"{item.error}; rerun the same command to resubmit", stopped=True)
         return Outcome.failed((item.error if item is not None else None) or NO_BATCH_ANSWER)
@@ -74,7 +77,7 @@ async def write_rows(
     plan: RunPlan,
     scan: InputScan,
     cache: AnswerCache,
-    writer: JsonlWriter,
+    writer: RowWriter,
     progress: ProgressSink,
     prices: PriceTable,
 ) -> tuple[RunStats, BatchCosts]:
@@ -88,8 +91,11 @@ async def write_rows(
     client = LLMClient(config.client, gate, rules)
     tagger = BatchLeftovers(
         client=client,
+        prompt=plan.prompt,
+        taxonomy=plan.taxonomy,
+        schema=plan.schema,
+        policy=ItemPolicy.for_plan(plan),
         probe=ModeProbe(Mode(job.mode)),
-        **BatchLeftovers.plan_settings(plan),
         job=job,
         run_part=plan.key_run_part,
         live=config.batch.finish_live,

@@ -21,8 +21,8 @@ from tagger.files.outfile import OutputFile
 from tagger.files.rows import JsonlWriter, manifest_path
 from tagger.pipeline.cache import AnswerCache
 from tagger.pipeline.job import build_manifest
-from tagger.pipeline.live import RunStats
 from tagger.pipeline.progress import ProgressSink
+from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.redact import public_url

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from tagger import __version__
+from tagger.__version__ import __version__
 from tagger.cli.batch import batch_app
 from tagger.cli.cache import cache_app
 from tagger.cli.helpstyle import TaggerGroup

@@ -129,8 +129,8 @@ def run_batch(
 ) -> None:
     """Submit, wait and collect (or submit and leave); exit 0, 1, 2 or 130 like a live run."""
     from tagger.batch.job import run_batch_job
-    from tagger.cli.progress import BarProgress
     from tagger.cli.tables import print_summary
+    from tagger.pipeline.bar import BarProgress
 
     destination = None if str(options.output) == "-" else options.output
     sink = BarProgress(console, scanned.count, show=not options.quiet)

@@ -16,10 +16,11 @@ from pydantic import SecretStr
 
 from tagger.cli.common import EXIT_INTERRUPTED, errors, is_broken_pipe, say, stderr_console
 from tagger.cli.logs import logs_on_stderr
-from tagger.cli.progress import BarProgress
+from tagger.cli.stopping import take_over
 from tagger.cli.tables import print_dry_run, print_summary
 from tagger.config import ClientConfig, HttpBackend, Mode, RunConfig, ServiceTier
 from tagger.errors import UsageError
+from tagger.pipeline.bar import BarProgress
 
 if TYPE_CHECKING:
     from tagger.cli.batchrun import BatchOptions
@@ -135,7 +136,8 @@ def run_command(options: RunOptions) -> None:
         sink = BarProgress(console, scanned.count, show=not options.quiet)
         try:
             with sink.shown():
-                stats = asyncio.run(run_job(config, scanned, destination, sink, price_table))
+                job = run_job(config, scanned, destination, sink, price_table, on_runner=take_over)
+                stats = asyncio.run(job)
         except Exception as exc:
             # Rows written before a fatal error are in the summary; the error line follows it.
             if not is_broken_pipe(exc) and sink.stats is not None and sink.stats.items:

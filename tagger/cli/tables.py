@@ -24,7 +24,7 @@ from tagger.terminal import cell, printable
 
 if TYPE_CHECKING:
     from tagger.pipeline.job import DryRunReport
-    from tagger.pipeline.live import RunStats
+    from tagger.pipeline.stats import RunStats
     from tagger.prompting.prompts import Prompt
 
 _MATRIX_MAX = 5  # more areas than this print as a list

@@ -1,29 +1,27 @@
-"""Wire a run together: plan, client, cache, runner, signals, output and manifest."""
+"""Wire a run together: plan, client, cache, runner, output and manifest (no signals, no gc:
+those are the CLI's, tagger.cli.job)."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
-import gc
-import signal
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tagger import __version__
+from tagger.__version__ import __version__
 from tagger.config import RunConfig
 from tagger.errors import ConfigError
-from tagger.files.abstracts import InputScan, iter_abstracts
+from tagger.files.abstracts import InputScan
 from tagger.files.outfile import OutputFile
-from tagger.files.rows import JsonlWriter
+from tagger.files.rows import JsonlWriter, RowWriter
 from tagger.pipeline.cache import AnswerCache
 from tagger.pipeline.item import ItemTagger, ModeProbe
-from tagger.pipeline.live import LiveRunner, RunStats
+from tagger.pipeline.live import LiveRunner
 from tagger.pipeline.progress import ProgressSink
 from tagger.pipeline.request import render_messages, request_rules
+from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable, count_text_tokens, estimate_tokens
 from tagger.prompting.plan import RunPlan
 from tagger.redact import public_url
@@ -31,8 +29,6 @@ from tagger.sending.client import LLMClient
 from tagger.sending.gate import SendGate, SpendGuard
 from tagger.sending.local import watch_for_slow_answers
 from tagger.usage import NO_USAGE, Usage
-
-STOP_GRACE_SECONDS = 10.0  # in-flight requests get this long to finish after Ctrl-C
 
 
 @dataclass(frozen=True)
@@ -78,7 +74,7 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
     mode = config.mode or ModeProbe(None).mode
     rules = request_rules(config.client, plan.prompt.params)
     reasoning = rules.expected_reasoning_tokens
-    for abstract in iter_abstracts(scan.files):
+    for abstract in scan.abstracts():
         key = plan.item_key(abstract)  # de-duplicated as the runner and the cache do
         if key in seen:
             continue
@@ -126,12 +122,19 @@ def price_note(prices: PriceTable, model: str) -> str:
     return f"{entry}, {dated}" + (f", {row.source}" if row.source else "")
 
 
+# Called with the runner once it exists, before anything is sent; returns its undo. The CLI
+# installs its Ctrl-C and SIGTERM handlers this way, the Python API its interrupt.
+RunnerHook = Callable[[LiveRunner], Callable[[], None]]
+
+
 async def run_job(
     config: RunConfig,
     scan: InputScan,
     output: Path | None,
     progress: ProgressSink,
     prices: PriceTable,
+    *,
+    on_runner: RunnerHook | None = None,
 ) -> RunStats:
     """Tag every abstract of the scan and write output and manifest; returns the stats.
 
@@ -143,10 +146,14 @@ async def run_job(
     try:
         writer = target.writer if target else JsonlWriter(sys.stdout, "standard output")
         try:
-            stats, status, manifest = await _tag_all(config, scan, output, writer, progress, prices)
+            stats, manifest = await tag_into(
+                config, scan, writer, progress, prices, output=output, on_runner=on_runner
+            )
             if target is None:
                 writer.flush()
-            elif not target.settle(manifest, complete=status == "complete", ok=stats.ok):
+            elif not target.settle(
+                manifest, complete=manifest["status"] == "complete", ok=stats.ok
+            ):
                 stats.kept_output = str(target.partial)
         except BaseException:
             if target is not None:
@@ -158,53 +165,40 @@ async def run_job(
             target.release()
 
 
-async def _tag_all(
+async def tag_into(
     config: RunConfig,
     scan: InputScan,
-    output: Path | None,
-    writer: JsonlWriter,
+    writer: RowWriter,
     progress: ProgressSink,
     prices: PriceTable,
-) -> tuple[RunStats, str, dict[str, Any]]:
-    """Run every abstract through the tagger into writer; the stats, status and manifest."""
+    *,
+    output: Path | None = None,
+    on_runner: RunnerHook | None = None,
+) -> tuple[RunStats, dict[str, Any]]:
+    """Run every abstract through the tagger into writer, in input order: stats and manifest.
+
+    `output` is only what the manifest names as the output file ("-" for None).
+    """
     plan = RunPlan.load(config)
     guard = _guard(config, prices)
     cache = open_cache(config)
     gate = SendGate(config.client.rpm, config.client.tpm, config.concurrency, guard)
     client = LLMClient(config.client, gate, request_rules(config.client, plan.prompt.params))
     watch_for_slow_answers(client, config, scan.unique)
-    tagger = ItemTagger(
-        client=client, probe=ModeProbe(config.mode), **ItemTagger.plan_settings(plan)
-    )
+    tagger = ItemTagger.for_plan(plan, client, ModeProbe(config.mode))
     runner = LiveRunner(plan, tagger, client, cache, writer, progress, prices)
     started = dt.datetime.now(dt.UTC)
-    restore = _install_stop_handlers(runner)
+    undo = on_runner(runner) if on_runner is not None else None
     try:
-        with _fewer_gc_pauses():
-            stats = await runner.run(iter_abstracts(scan.files))
+        stats = await runner.run(scan.abstracts())
     finally:
-        restore()
+        if undo is not None:
+            undo()
         await client.aclose()
         if cache is not None:
             cache.close()
     status = "interrupted" if stats.interrupted else "stopped" if stats.stop_reason else "complete"
-    return stats, status, build_manifest(config, plan, scan, output, stats, status, started)
-
-
-@contextmanager
-def _fewer_gc_pauses() -> Iterator[None]:
-    """Freeze start-up objects and collect young garbage less often while the run goes."""
-    # The SDK and pydantic leave ~150k long-lived objects that every full collection rescans;
-    # measured: this cuts tagger's own CPU per abstract by about a fifth.
-    threshold = gc.get_threshold()
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(20_000, 20, 20)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*threshold)
-        gc.unfreeze()
+    return stats, build_manifest(config, plan, scan, output, stats, status, started)
 
 
 def _guard(config: RunConfig, prices: PriceTable) -> SpendGuard | None:
@@ -219,33 +213,6 @@ def _guard(config: RunConfig, prices: PriceTable) -> SpendGuard | None:
     return SpendGuard(
         config.max_requests, config.max_cost, lambda used: prices.cost(model, used, flex=flex)
     )
-
-
-def _install_stop_handlers(runner: LiveRunner) -> Any:
-    """Ctrl-C / SIGTERM: stop sending, let in-flight requests finish briefly, write what is done."""
-    loop = asyncio.get_running_loop()
-
-    def on_signal(signum: int) -> None:
-        if runner.interrupted:
-            runner.cancel_inflight()  # a second Ctrl-C: do not wait any longer
-            return
-        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-        runner.request_stop(f"interrupted ({name})", interrupted=True)
-        loop.call_later(STOP_GRACE_SECONDS, runner.cancel_inflight)
-
-    installed = []
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(signum, on_signal, signum)
-            installed.append(signum)
-        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or Windows
-            pass
-
-    def restore() -> None:
-        for signum in installed:
-            loop.remove_signal_handler(signum)
-
-    return restore
 
 
 def build_manifest(

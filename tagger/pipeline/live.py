@@ -6,7 +6,7 @@ import asyncio
 import time
 from collections import Counter, deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tagger.errors import (
     BudgetExceeded,
@@ -17,47 +17,17 @@ from tagger.errors import (
     UsageError,
 )
 from tagger.files.abstracts import Abstract
-from tagger.files.rows import JsonlWriter, build_row
+from tagger.files.rows import RowWriter, build_row
 from tagger.pipeline.cache import AnswerCache, entry_outcome, outcome_entry
 from tagger.pipeline.commits import GroupCommit
 from tagger.pipeline.item import ItemTagger
 from tagger.pipeline.outcome import Outcome, Status
 from tagger.pipeline.progress import LiveCounts, ProgressSink, stop_advice
+from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.sending.client import LLMClient
-from tagger.usage import NO_USAGE, Usage
-
-
-@dataclass
-class RunStats:
-    """Counts and totals of one run."""
-
-    items: int = 0
-    ok: int = 0
-    failed: int = 0
-    not_run: int = 0  # rows written without an answer because the run stopped (not failures)
-    cached: int = 0
-    requests: int = 0
-    retries: int = 0
-    repairs: int = 0
-    usage: Usage = NO_USAGE  # in the manifest as prompt_tokens, completion_tokens, ...
-    cost: float | None = 0.0
-    duration: float = 0.0
-    mode: str | None = None
-    mode_fallbacks: list[str] = field(default_factory=list)
-    stop_reason: str | None = None
-    stop_advice: str | None = None
-    interrupted: bool = False
-    rate_limit_pause: float = 0.0
-    learned_limits: list[str] = field(default_factory=list)
-    kept_output: str | None = None  # where this run's rows are when the old output was kept
-    request_rules: str | None = None  # how the prompt's [params] went to this model, and why
-    adaptations: list[str] = field(default_factory=list)  # what the server's 400s taught
-    served_models: list[str] = field(default_factory=list)  # who the replies say answered
-    service_tiers: list[str] = field(default_factory=list)  # the tiers the replies name
-    confidence_note: str | None = None  # why rows have no task_area_confidence, if they have none
-    top_errors: list[dict[str, object]] = field(default_factory=list)  # commonest failures
+from tagger.usage import NO_USAGE
 
 
 @dataclass
@@ -78,7 +48,7 @@ class LiveRunner:
         tagger: ItemTagger,
         client: LLMClient,
         cache: AnswerCache | None,
-        writer: JsonlWriter,
+        writer: RowWriter,
         progress: ProgressSink,
         prices: PriceTable,
     ) -> None:

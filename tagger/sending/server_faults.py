@@ -11,12 +11,12 @@ from tenacity import RetryCallState, wait_random_exponential
 
 from tagger.config import Mode
 from tagger.errors import FatalAPIError, RequestTimedOut
+from tagger.pipeline.policy import is_retryable
 from tagger.sending.gate import MAX_PAUSE_SECONDS, SendGate
 
 if TYPE_CHECKING:
     import openai
 
-TRANSIENT_STATUS = frozenset({408, 409, 429})
 # Phrases servers use when they do not support a response_format type.
 _FORMAT_REJECTION_HINTS = ("response_format", "json_schema", "json_object", "'text' or")
 # Before any server answered, this many failed connections (or timeouts) in a row stop the run:
@@ -74,10 +74,8 @@ def is_transient(exc: BaseException) -> bool:
     """True for failures worth retrying: 408/409/429/5xx, timeouts, dropped connections."""
     import openai
 
-    if isinstance(exc, openai.APIStatusError):
-        if exc.status_code == 429 and exc.code == "insufficient_quota":
-            return False
-        return exc.status_code in TRANSIENT_STATUS or exc.status_code >= 500
+    if isinstance(exc, openai.APIStatusError):  # the per-abstract policy's one retry table
+        return is_retryable(exc.status_code, exc.code)
     return isinstance(exc, openai.APIConnectionError | RequestTimedOut)
 
 
