@@ -460,7 +460,9 @@ class FakeLLM:
         if key is not None and rec.headers.get("authorization") != f"Bearer {key}":
             return _error(401)
         if rec.method == "GET" and rec.path.rstrip("/") == "/v1/models":
-            ids = self.models if self.models is not None else [*CATALOGUE, *self.model_rules]
+            # Serving any name: an OpenAI-like fake lists OpenAI's names, another lists none.
+            listed = [*CATALOGUE, *self.model_rules] if self.openai_rules else []
+            ids = self.models if self.models is not None else listed
             data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in ids]
             return 200, {"object": "list", "data": data}, {}
         if rec.method == "POST" and rec.path.rstrip("/") == "/v1/chat/completions":
