@@ -130,3 +130,18 @@ def test_cli_and_api_write_the_same_rows(
     assert {k: v for k, v in ours.items() if k not in timings} == {
         k: v for k, v in theirs.items() if k not in timings
     }
+
+
+def test_every_written_line_is_a_row_and_rows_are_built_as_validated(
+    tagger_cli: TaggerCLI,
+) -> None:
+    source = tagger_cli.write_jsonl(
+        "extra.jsonl", [{"abstract": seed_texts()[0], "doi": "10.1/x", "status": "draft"}]
+    )
+    result = tagger_cli.run(inputs=[source])
+    assert result.exit_code == 0, result.output
+    (line,) = tagger_cli.out.read_text(encoding="utf-8").splitlines()
+    row = tagger.Row.model_validate_json(line)
+    assert row.ok and row.doi == "10.1/x" and row.input_status == "draft"  # type: ignore[attr-defined]
+    assert json.dumps(row.fields(), ensure_ascii=False) == line
+    assert tagger.Row.of(row.fields()) == row

@@ -163,7 +163,8 @@ def _row(outcome: Outcome) -> dict[str, Any]:
     abstract = Abstract(id="a1", text="Text.", source="in.jsonl", index=0, line=1)
     return build_row(
         abstract,
-        {},
+        dict.fromkeys(("model", "prompt", "prompt_version", "prompt_hash"), "x")
+        | dict.fromkeys(("taxonomy_version", "synonyms_version"), "v1"),
         status=outcome.status,
         answer=outcome.answer,
         error=outcome.error,

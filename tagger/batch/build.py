@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import IO
 
 from tagger.batch.api import ENDPOINT
+from tagger.batch.items import policy_state
 from tagger.batch.jobfile import BatchRecord, ItemState, JobState
 from tagger.config import Mode, RunConfig
 from tagger.errors import OutputError, UsageError
 from tagger.files.abstracts import Abstract
+from tagger.pipeline.policy import ItemPolicy
 from tagger.pipeline.request import build_request, render_messages, request_rules
-from tagger.pipeline.validate import repair_messages
 from tagger.pricing import PriceTable, count_text_tokens, estimate_tokens
 from tagger.prompting.plan import RunPlan
 from tagger.usage import Usage
@@ -127,26 +128,26 @@ def build_round(
     """
     wanted = {key for key, item in state.items.items() if wanted_item(item)}
     mode = Mode(state.mode)
-    params = dict(plan.prompt.params)
+    rules = ItemPolicy.for_plan(plan)
     # The model family's parameters, and what this job's earlier rounds were refused for.
-    rules = request_rules(plan.config.client, params, state.adaptations)
+    sent_as = request_rules(plan.config.client, plan.prompt.params, state.adaptations)
     for abstract in abstracts:
         key = plan.item_key(abstract)
         if key not in wanted:
             continue
         wanted.discard(key)
         item = state.items[key]
-        messages = render_messages(
+        rendered = render_messages(
             plan.prompt, plan.taxonomy, plan.schema, abstract.text, abstract.title, mode
         )
-        if item.status == "repair" and item.reply is not None:
-            messages = repair_messages(messages, item.reply, item.problems or "")
+        # The policy's next request: its repair turns, max_tokens raised after a cut-off.
+        messages, params = rules.request(policy_state(item, rules), rendered)
         refusal = cap.refusal(messages, params)
         if refusal is not None:
             _not_run(item, refusal)
             continue
         body = build_request(plan.config.client.model, messages, mode, plan.schema, params,
-                             rules=rules)  # fmt: skip
+                             rules=sent_as)  # fmt: skip
         files.add(key, body)
         item.status = "submitted"
         item.attempts += 1

@@ -148,7 +148,8 @@ def _answered_since(job: JobState, cache: AnswerCache) -> None:
     for key, item in job.items.items():
         if item.status != "ok" and item.status != "submitted" and cache.get(key) is not None:
             item.status = "ok"
-            item.error = item.reply = item.problems = None
+            item.error = None
+            item.turns = []
 
 
 def _mode(config: RunConfig, output: Path | None) -> Mode:

@@ -6,9 +6,9 @@ import datetime as dt
 import hashlib
 import shutil
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from tagger.errors import ConfigError
 from tagger.files.atomic import write_atomic
@@ -26,10 +26,20 @@ class ItemState(BaseModel):
     batch_id: str | None = None  # the batch of its last request (of its answer once ok)
     attempts: int = 0  # requests submitted for it, repairs and resubmissions included
     repairs: int = 0
+    cutoffs: int = 0  # times asked again with a bigger token budget after a cut-off answer
     error: str | None = None  # why it failed (failed, not_run) or its last request failed
-    reply: str | None = None  # an invalid answer waiting for its repair turn
-    problems: str | None = None  # what was wrong with that answer
+    # Invalid answers and what was wrong with each, sent back in order as its repair turns
+    # (tagger.batch.items bounds them when they are read back).
+    turns: list[tuple[str, str]] = Field(default_factory=list)
     usage: dict[str, int] = Field(default_factory=dict)  # tokens of its batch answers (Usage)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_turn_of_old(cls, data: Any) -> Any:
+        """A job file from before turns held one invalid answer as `reply` and `problems`."""
+        if isinstance(data, dict) and isinstance(data.get("reply"), str) and "turns" not in data:
+            data = {**data, "turns": [(data["reply"], str(data.get("problems") or ""))]}
+        return data
 
 
 class BatchRecord(BaseModel):

@@ -61,9 +61,28 @@ class Row(BaseModel):
         """Whether the abstract was answered."""
         return self.status == "ok"
 
+    @classmethod
+    def of(cls, values: dict[str, Any]) -> Row:
+        """A row from values the pipeline built and checked: every field, in order, then extras.
+
+        What model_construct() does, without its per-field work: the writer's hot path makes
+        one per abstract (tests/test_api.py checks it equals model_validate()).
+        """
+        row = cls.__new__(cls)
+        known = {name: values[name] for name in ROW_FIELDS}
+        object.__setattr__(row, "__dict__", known)
+        extra = (
+            {k: v for k, v in values.items() if k not in known} if len(values) > len(known) else {}
+        )
+        object.__setattr__(row, "__pydantic_extra__", extra)
+        object.__setattr__(row, "__pydantic_fields_set__", set(values))
+        object.__setattr__(row, "__pydantic_private__", None)
+        return row
+
     def fields(self) -> dict[str, Any]:
         """The row as the JSONL file holds it: every field in order, then the input's extras."""
-        return dict(self)
+        extra = self.__pydantic_extra__
+        return {**self.__dict__, **extra} if extra else dict(self.__dict__)
 
 
 ROW_FIELDS = tuple(Row.model_fields)
@@ -112,7 +131,7 @@ def build_row(
     for key, value in abstract.extra.items():
         row[key if key not in row else f"input_{key}"] = value
     # Built from checked values: validating them again would cost every row of a big run.
-    return Row.model_construct(**row)
+    return Row.of(row)
 
 
 def manifest_path(output: Path) -> Path:
@@ -160,7 +179,7 @@ class JsonlWriter:
     def write(self, row: Row) -> None:
         """Append one row."""
         try:
-            self._stream.write(json.dumps(dict(row), ensure_ascii=False) + "\n")
+            self._stream.write(json.dumps(row.fields(), ensure_ascii=False) + "\n")
         except BrokenPipeError:
             raise  # a reader of standard output went away: the CLI says so
         except OSError as exc:

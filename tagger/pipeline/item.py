@@ -9,6 +9,7 @@ from typing import Any
 
 from tagger.config import Mode
 from tagger.errors import ConfigError, FormatRejected, RequestFailed
+from tagger.files.abstracts import Abstract
 from tagger.pipeline.outcome import Outcome
 from tagger.pipeline.policy import Action, Failure, ItemPolicy, ItemState
 from tagger.pipeline.request import render_messages
@@ -126,6 +127,10 @@ class ItemTagger:
     def render(self, text: str, title: str | None, mode: Mode) -> list[dict[str, str]]:
         """The messages for one abstract in one mode."""
         return render_messages(self.prompt, self.taxonomy, self.schema, text, title, mode)
+
+    async def tag_abstract(self, abstract: Abstract, key: str) -> Outcome:
+        """Tag one abstract of a run (the runner's AbstractTagger)."""
+        return await self.tag(abstract.text, abstract.title)
 
     async def tag(self, text: str, title: str | None, start: ItemState | None = None) -> Outcome:
         """Tag one abstract, never raising for its own failures; `start`: a leftover's state."""

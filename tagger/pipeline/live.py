@@ -7,6 +7,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from tagger.errors import (
     BudgetExceeded,
@@ -20,7 +21,7 @@ from tagger.files.abstracts import Abstract
 from tagger.files.rows import RowWriter, build_row
 from tagger.pipeline.cache import AnswerCache, entry_outcome, outcome_entry
 from tagger.pipeline.commits import GroupCommit
-from tagger.pipeline.item import ItemTagger
+from tagger.pipeline.item import ProbeSnapshot
 from tagger.pipeline.outcome import Outcome, Status
 from tagger.pipeline.progress import LiveCounts, ProgressSink, stop_advice
 from tagger.pipeline.stats import RunStats
@@ -28,6 +29,18 @@ from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.sending.client import LLMClient
 from tagger.usage import NO_USAGE
+
+
+class AbstractTagger(Protocol):
+    """What answers one abstract for the runner: the live tagger, or a batch's leftovers."""
+
+    async def tag_abstract(self, abstract: Abstract, key: str) -> Outcome:
+        """The outcome for one abstract (key: its cache key); never raises for its failures."""
+        ...
+
+    def snapshot(self) -> ProbeSnapshot:
+        """The mode settled on and the fallbacks taken, for the run's stats."""
+        ...
 
 
 @dataclass
@@ -45,7 +58,7 @@ class LiveRunner:
     def __init__(
         self,
         plan: RunPlan,
-        tagger: ItemTagger,
+        tagger: AbstractTagger,
         client: LLMClient,
         cache: AnswerCache | None,
         writer: RowWriter,
@@ -156,9 +169,10 @@ class LiveRunner:
         return entry_outcome(self.cache.get(key))
 
     async def _tag_and_store(self, abstract: Abstract, key: str) -> Outcome:
-        outcome = await self.tagger.tag(abstract.text, abstract.title)
+        outcome = await self.tagger.tag_abstract(abstract, key)
         # Spend is counted on completion, not when the row is written, so budgets see it early.
-        self.stats.usage += outcome.usage
+        if not outcome.prepaid:
+            self.stats.usage += outcome.usage
         self.stats.repairs += outcome.repairs
         if outcome.status is Status.OK and self.commits is not None:
             try:
