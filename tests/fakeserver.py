@@ -300,10 +300,14 @@ class FakeLLM:
         """Client connections still open: 0 once every request a dead client sent has landed."""
         return len(self._conns)
 
-    def responses_by_status(self) -> collections.Counter[int]:
-        """Count of recorded requests per response status (0 for dropped/hung)."""
+    def chats(self) -> list[Recorded]:
+        """The chat-completion requests received, in arrival order (not GET /models and such)."""
         with self._lock:
-            return collections.Counter(r.status for r in self.history)
+            return [r for r in self.history if r.path.endswith("/chat/completions")]
+
+    def responses_by_status(self) -> collections.Counter[int]:
+        """Count of chat requests per response status (0 for dropped/hung)."""
+        return collections.Counter(r.status for r in self.chats())
 
     def stats(self) -> dict[str, Any]:
         """Summary stats: request count, statuses, peak concurrency."""
