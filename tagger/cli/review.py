@@ -47,11 +47,18 @@ def export(
         kind = sheet_format(output)
         (rows,) = read_runs(run_file)
         from tagger.review.charts import add_count_charts
+        from tagger.review.gold import review_header_notes
 
         counts = count_rows(rows) if kind == "xlsx" else None
         sheet_rows = [run_row_to_sheet(r) for r in rows]
         write_sheet(
-            output, SHEET_COLUMNS, sheet_rows, bom=bom, counts=counts, extend=add_count_charts
+            output,
+            SHEET_COLUMNS,
+            sheet_rows,
+            bom=bom,
+            counts=counts,
+            extend=add_count_charts,
+            notes=review_header_notes(),
         )
         print_err(f"wrote {len(rows)} rows to {output}")
 
@@ -111,8 +118,8 @@ def eval_command(
 ) -> None:
     """Score a run against a gold set, with 95% intervals: coverage, accuracy, tags, summaries."""
     from tagger.cli.tables import print_eval
-    from tagger.review.charts import write_eval_book
     from tagger.review.evaluate import evaluate
+    from tagger.review.reportbook import write_eval_book
 
     with errors():
         if output is not None and output.suffix.lower() != ".xlsx":
@@ -166,7 +173,7 @@ def compare(
             report["paired"] = paired
             report["verdicts"] = verdicts + run_verdicts(report["eval_a"], report["eval_b"])
         if output is not None:
-            from tagger.review.charts import add_compare_sheets
+            from tagger.review.reportbook import add_compare_sheets
 
             diff, add_sheets = diff_sheet_rows(report["rows"]), partial(add_compare_sheets, report)
             write_sheet(output, DIFF_COLUMNS, diff, title="compare", extend=add_sheets)

@@ -60,7 +60,9 @@ def sample(
         sheet_format,
         write_sheet,
     )
-    from tagger.review.charts import add_count_charts, add_design_sheet
+    from tagger.review.charts import add_count_charts
+    from tagger.review.gold import review_header_notes
+    from tagger.review.reportbook import add_design_sheet
     from tagger.review.sample import SAMPLE_FIELDS, draw_sample
     from tagger.review.where import parse_where
 
@@ -90,7 +92,8 @@ def sample(
 
         if kind == "xlsx":
             counts = count_rows(drawn.rows)
-            write_sheet(output, columns, sheet_rows, counts=counts, extend=extend)
+            notes = review_header_notes()
+            write_sheet(output, columns, sheet_rows, counts=counts, extend=extend, notes=notes)
         else:
             write_sheet(output, columns, sheet_rows, bom=bom)
             write_atomic(design_path(output), json.dumps(design, indent=2, ensure_ascii=False))
