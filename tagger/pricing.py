@@ -28,7 +28,7 @@ _WIDE_CHARS = re.compile("[\u2e80-\U0010ffff]")
 # A price above this many dollars per million tokens is a typo (the dearest listed is $600).
 MAX_PRICE = 10_000.0
 # A dated snapshot of a priced family: "gpt-4o-mini-2024-07-18", "gpt-4-0613".
-_SNAPSHOT = re.compile(r"(?P<family>.+?)-(?:\d{4}-\d{2}-\d{2}|\d{4})")
+_SNAPSHOT = re.compile(r"(?P<family>.+?)-(?:\d{4}-\d{2}-\d{2}|(?:0[1-9]|1[0-2])\d{2})")
 _PRICE = Field(default=None, ge=0, le=MAX_PRICE, allow_inf_nan=False)
 
 

@@ -13,6 +13,7 @@ from tagger.cli.batch import batch_app
 from tagger.cli.cache import cache_app
 from tagger.cli.helpstyle import TaggerGroup
 from tagger.cli.models import models
+from tagger.cli.prices import prices
 from tagger.cli.prompts import prompts
 from tagger.cli.review import register_review_commands
 from tagger.cli.run import run
@@ -66,6 +67,7 @@ app.add_typer(batch_app, name="batch")
 register_review_commands(app)
 app.command("sample")(sample)
 app.command("models")(models)
+app.command("prices")(prices)
 
 if __name__ == "__main__":
     app()

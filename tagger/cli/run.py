@@ -88,7 +88,8 @@ def run(
             envvar="TAGGER_TIMEOUT",
             help="Seconds one whole request may take.",
             show_default=(
-                f"{defaults.LOCAL_TIMEOUT:g} for a local server, else {defaults.REMOTE_TIMEOUT:g}"
+                f"{defaults.LOCAL_TIMEOUT:g} for a local server, {defaults.FLEX_TIMEOUT:g} with "
+                f"--service-tier flex, else {defaults.REMOTE_TIMEOUT:g}"
             ),
             metavar="SECONDS",
         ),
