@@ -31,7 +31,7 @@ PAGES = [REPO_ROOT / "README.md", *sorted(p for p in DOCS.glob("*.md") if p.name
 RUNNABLE = {"sh", "python"}
 NOT_COMMANDS = {"text", "toml", "json"}
 FENCE = re.compile(
-    r"(?:^<!-- not run: (?P<reason>[^>]+?) -->\n)?^```(?P<lang>\w*)[^\n]*\n(?P<body>.*?)^```",
+    r"(?:^<!-- not run: (?P<reason>[^>]+?) -->\n)?^```(?P<lang>\w*)\n(?P<body>.*?)^```",
     re.S | re.M,
 )
 # Already done in the checkout the tests run in: installing tagger, making its virtualenv.
