@@ -102,6 +102,17 @@ class PriceTable:
         """The priced names most like an unknown one (for the hint)."""
         return difflib.get_close_matches(model, list(self._prices), n=n, cutoff=0.6)
 
+    def note(self, model: str) -> str:
+        """Where a model's price comes from, or which priced names are closest to it."""
+        entry = self.entry(model)
+        if entry is None:
+            closest = self.closest(model)
+            like = f"; closest priced: {', '.join(closest)}" if closest else ""
+            return f"'{model}' is not in the price list (tagger prices){like}"
+        row = self._prices[entry]
+        dated = f"as of {row.as_of}" if row.as_of else "from your --prices file"
+        return f"{entry}, {dated}" + (f", {row.source}" if row.source else "")
+
     def rows(self) -> dict[str, Price]:
         """Every priced model, by name."""
         return dict(self._prices)

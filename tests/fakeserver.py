@@ -189,6 +189,8 @@ class FakeLLM:
         # answer with their snapshot names, reasoning tokens and service_tier.
         self.openai_rules = openai_rules
         self.reasoning_spend = dict(DEFAULT_SPEND)  # reasoning tokens per reasoning_effort
+        # The name replies give as `model` whatever was asked (llama.cpp serves its one model).
+        self.answers_as: str | None = None
         # Rules for names tagger's table does not know (a new model, another vendor's).
         self.model_rules: dict[str, ModelRules] = {}
         self.base_url = ""
@@ -678,6 +680,7 @@ class FakeLLM:
             tier = body.get("service_tier")
             extra["service_tier"] = "flex" if tier == "flex" else "default"
             model = SNAPSHOTS.get(model, model)
+        model = self.answers_as or model
         return 200, {
             "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
             "object": "chat.completion",

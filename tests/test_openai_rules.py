@@ -7,13 +7,15 @@ early on a server that refuses everything.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tagger.sending.families import family_of
 from tests.batchhelpers import batch_lines, batch_run
 from tests.fakerules import SNAPSHOTS, ModelRules, rules_for
 from tests.fakeserver import FakeLLM
-from tests.harness import TEST_KEY, StartFake, TaggerCLI, one_line, taxonomy_ids
+from tests.harness import REPO_ROOT, TEST_KEY, StartFake, TaggerCLI, one_line, taxonomy_ids
 
 REASONING_MODELS = ["gpt-5-mini", "gpt-5-nano", "o4-mini"]
 
@@ -229,3 +231,39 @@ def test_batch_job_keeps_what_a_refused_round_taught(tagger_cli: TaggerCLI) -> N
     assert "max_completion_tokens" in last and "temperature" not in last and "logprobs" not in last
     adaptations = tagger_cli.manifest()["adaptations"]
     assert len(adaptations) == 3
+
+
+def test_unpriced_model_costs_na_with_the_closest_names(
+    fake_server: StartFake, cli_env: Path, tmp_path: Path
+) -> None:
+    cli = TaggerCLI(fake_server(areas=taxonomy_ids()), tmp_path)  # a server listing no models
+    result = cli.run("--model", "gpt-4o-mnii", inputs=[cli.small_input(2)])
+    assert result.exit_code == 0, result.output
+    text = one_line(result.stderr)
+    assert "n/a: 'gpt-4o-mnii' is not in the price list" in text
+    assert "closest priced: gpt-4o-mini" in text
+    assert cli.manifest()["estimated_cost_usd"] is None
+
+
+def test_a_server_answering_as_another_model_is_priced_by_it(
+    fake_server: StartFake, cli_env: Path, tmp_path: Path
+) -> None:
+    # llama.cpp ignores --model: its rows name the model that answered, and that is not priced.
+    fake = fake_server(areas=taxonomy_ids())
+    fake.answers_as = "qwen2.5-0.5b-instruct-q4_k_m.gguf"
+    cli = TaggerCLI(fake, tmp_path)
+    result = cli.run("--model", "gpt-4o-mini", inputs=[cli.small_input(2)])
+    assert result.exit_code == 0, result.output
+    rows = cli.rows()
+    assert {r["served_model"] for r in rows} == {fake.answers_as}
+    assert {r["model"] for r in rows} == {"gpt-4o-mini"}
+    assert cli.manifest()["estimated_cost_usd"] is None
+    assert "qwen2.5-0.5b-instruct" in one_line(result.stderr)  # the summary's "answered by"
+
+
+def test_eval_says_why_a_reasoning_run_has_no_confidence(tagger_cli: TaggerCLI) -> None:
+    assert tagger_cli.run("--model", "gpt-5-mini").exit_code == 0
+    gold = REPO_ROOT / "examples" / "gold-seeds.jsonl"
+    result = tagger_cli.invoke(["eval", tagger_cli.out, "--gold", gold])
+    assert result.exit_code == 0, result.output
+    assert "the run's rows have no task_area_confidence" in one_line(result.output)

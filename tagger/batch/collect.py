@@ -119,6 +119,7 @@ class Collector:
             mode=self.state.mode,
             confidence=decision.confidence,
             batch_id=record.batch_id,
+            served_model=reply.model,
         )
         self.cache.put(key, outcome_entry(answered))
         item.status = "ok"

@@ -176,10 +176,10 @@ class ItemTagger:
             state = state.sent(budget.used - state.attempts)
             self.probe.settle()
             outcome.mode = mode
-            outcome.served_model = reply.model
             decision = policy.on_reply(state, reply)
             state = decision.state
             if decision.action is Action.OK:
+                outcome.served_model = reply.model  # who answered (as a batch answer records it)
                 outcome.answer = decision.answer
                 outcome.confidence = decision.confidence
                 return _ended(outcome, state, None)

@@ -112,14 +112,7 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
 
 def price_note(prices: PriceTable, model: str) -> str:
     """Where a model's price comes from, or which priced names are closest to it."""
-    entry = prices.entry(model)
-    if entry is None:
-        closest = prices.closest(model)
-        like = f"; closest priced: {', '.join(closest)}" if closest else ""
-        return f"'{model}' is not in the price list (tagger prices){like}"
-    row = prices.rows()[entry]
-    dated = f"as of {row.as_of}" if row.as_of else "from your --prices file"
-    return f"{entry}, {dated}" + (f", {row.source}" if row.source else "")
+    return prices.note(model)
 
 
 # Called with the runner once it exists, before anything is sent; returns its undo. The CLI
@@ -205,11 +198,12 @@ def _guard(config: RunConfig, prices: PriceTable) -> SpendGuard | None:
     if config.max_requests is None and config.max_cost is None:
         return None
     model = config.client.model
-    if config.max_cost is not None and prices.price(model) is None:
+    flex = config.client.service_tier == "flex"
+    priced = prices.flex_price(model) if flex else prices.price(model)
+    if config.max_cost is not None and priced is None:
         raise ConfigError(
             f"--max-cost needs a price for model '{model}': add it to a --prices file"
         )
-    flex = config.client.service_tier == "flex"
     return SpendGuard(
         config.max_requests, config.max_cost, lambda used: prices.cost(model, used, flex=flex)
     )
@@ -262,7 +256,9 @@ def _stats_fields(stats: RunStats) -> dict[str, Any]:
 
 def summarise(stats: RunStats) -> Sequence[tuple[str, str]]:
     """Label/value pairs for the end-of-run table."""
-    cost = "n/a (unknown model price)" if stats.cost is None else f"${stats.cost:.4f}"
+    cost = f"${stats.cost:.4f}" if stats.cost is not None else "n/a (unknown model price)"
+    if stats.cost is None and stats.price_note:
+        cost = f"n/a: {stats.price_note}"
     rows = [
         ("items", str(stats.items)),
         ("ok", str(stats.ok)),

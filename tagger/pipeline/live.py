@@ -266,6 +266,11 @@ class LiveRunner:
         stats.requests = sent.requests
         stats.retries = sent.retries
         stats.cost = self._cost(sent.served_models)
+        if stats.cost is None:
+            served = sent.served_models
+            stats.price_note = self.prices.note(
+                served[0] if len(served) == 1 else self.config.client.model
+            )
         stats.request_rules = sent.rules
         stats.adaptations = list(sent.adaptations)
         stats.served_models = list(sent.served_models)

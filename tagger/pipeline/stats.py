@@ -38,3 +38,4 @@ class RunStats:
     service_tiers: list[str] = field(default_factory=list)  # the tiers the replies name
     confidence_note: str | None = None  # why rows have no task_area_confidence, if they have none
     top_errors: list[dict[str, object]] = field(default_factory=list)  # commonest failures
+    price_note: str | None = None  # why the cost is n/a, and the closest priced names
