@@ -15,6 +15,7 @@ from tagger.cli.helpstyle import TaggerGroup
 from tagger.cli.models import models
 from tagger.cli.prices import prices
 from tagger.cli.prompts import prompts
+from tagger.cli.rayrun import merge
 from tagger.cli.review import register_review_commands
 from tagger.cli.run import run
 from tagger.cli.sample import sample
@@ -68,6 +69,7 @@ register_review_commands(app)
 app.command("sample")(sample)
 app.command("models")(models)
 app.command("prices")(prices)
+app.command("merge")(merge)
 
 if __name__ == "__main__":
     app()

@@ -29,6 +29,7 @@ EXAMPLES: dict[str, str] = {
     "sample": "tagger sample tagged.jsonl -n 30 --uncertain -o sample.xlsx",
     "models": "tagger models --json",
     "prices": "tagger prices gpt-5.4-nano",
+    "merge": "tagger merge tagged.jsonl.parts -o tagged.jsonl",
     "cache": "tagger cache stats",
     "cache stats": "tagger cache stats --json",
     "cache clear": "tagger cache clear --yes",

@@ -58,6 +58,8 @@ class RunOptions:
     no_logprobs: bool = False
     reasoning_effort: str | None = None  # None: the prompt's, else the family's cheapest
     service_tier: str | None = None  # None: not sent
+    ray: str | None = None  # --ray [ADDRESS]: run on Ray (tagger.cli.rayrun)
+    ray_actors: int = 2
 
     def config(self) -> RunConfig:
         """The validated run configuration."""
@@ -128,6 +130,11 @@ def run_command(options: RunOptions) -> None:
             print_dry_run(console, report)
             if config.batch is not None:
                 print_batch_estimate(console, report, config, price_table)
+            return
+        if options.ray is not None:
+            from tagger.cli.rayrun import run_ray
+
+            run_ray(options, config, scanned, price_table, console)
             return
         if config.batch is not None:
             run_batch(options, config, scanned, price_table, console)

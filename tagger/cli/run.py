@@ -197,6 +197,21 @@ def run(
             envvar="TAGGER_BATCH_POLL", hidden=True, help="Seconds between looks at the batches."
         ),
     ] = defaults.BATCH_POLL_SECONDS,
+    ray: Annotated[
+        bool, typer.Option("--ray", help="Run on Ray: parts beside OUT, merged into OUT.")
+    ] = False,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            envvar="RAY_ADDRESS",
+            help="With --ray: 'auto' (this node's cluster) or HOST:PORT.",
+            show_default="start a local Ray",
+            metavar="ADDRESS",
+        ),
+    ] = None,
+    ray_actors: Annotated[
+        int, typer.Option(min=1, help="With --ray: tagging actors.", metavar="N")
+    ] = 2,
     verbose: Annotated[
         bool,
         typer.Option("--verbose", "-v", help="Log every retry, repair and pause with its reason."),
@@ -238,6 +253,8 @@ def run(
             dry_run=dry_run,
             verbose=verbose,
             quiet=quiet,
+            ray=(ray_address or "local") if ray else None,
+            ray_actors=ray_actors,
             batch=BatchOptions(
                 batch, detach, finish_live, batch_max_requests, batch_max_bytes, batch_poll
             ),
