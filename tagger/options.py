@@ -16,7 +16,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from tagger import defaults
-from tagger.config import BatchConfig, ClientConfig, HttpBackend, Mode, RunConfig
+from tagger.config import (
+    BatchConfig,
+    ClientConfig,
+    HttpBackend,
+    Mode,
+    ReasoningEffort,
+    RunConfig,
+    ServiceTier,
+)
 from tagger.errors import ConfigError, UsageError
 
 __all__ = ["ENVIRONMENT", "RunOptions", "dotenv_path"]
@@ -39,6 +47,8 @@ ENVIRONMENT: dict[str, str] = {
     "max_requests": "TAGGER_MAX_REQUESTS",
     "prices": "TAGGER_PRICES",
     "http": "TAGGER_HTTP",
+    "reasoning_effort": "TAGGER_REASONING_EFFORT",
+    "service_tier": "TAGGER_SERVICE_TIER",
     "batch_max_requests": "TAGGER_BATCH_MAX_REQUESTS",
     "batch_max_bytes": "TAGGER_BATCH_MAX_BYTES",
     "batch_poll": "TAGGER_BATCH_POLL",
@@ -76,6 +86,8 @@ class RunOptions(BaseModel):
     prices: Path | None = None  # a TOML file of prices over the built-in table
     http: Literal["httpx", "aiohttp"] = "httpx"
     no_logprobs: bool = False
+    reasoning_effort: ReasoningEffort | None = None  # None: the prompt's, else the cheapest
+    service_tier: ServiceTier | None = None  # None: not sent (the server's default tier)
     batch: bool = False
     detach: bool = False
     finish_live: bool = False
@@ -146,6 +158,8 @@ class RunOptions(BaseModel):
                     rpm=self.rpm,
                     tpm=self.tpm,
                     logprobs=not self.no_logprobs,
+                    reasoning_effort=self.reasoning_effort,
+                    service_tier=self.service_tier,
                 ),
                 prompts_dir=self.prompts_dir or default_prompts_dir(),
                 prompt_ref=self.prompt,

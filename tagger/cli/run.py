@@ -16,10 +16,12 @@ from tagger.cli.common import (
     ApiKeyOpt,
     BaseUrlOpt,
     CacheDirOpt,
+    EffortName,
     HttpName,
     ModeName,
     PathsArg,
     PromptsDirOpt,
+    TierName,
 )
 
 
@@ -90,7 +92,8 @@ def run(
             envvar="TAGGER_TIMEOUT",
             help="Seconds one whole request may take.",
             show_default=(
-                f"{defaults.LOCAL_TIMEOUT:g} for a local server, else {defaults.REMOTE_TIMEOUT:g}"
+                f"{defaults.LOCAL_TIMEOUT:g} for a local server, {defaults.FLEX_TIMEOUT:g} with "
+                f"--service-tier flex, else {defaults.REMOTE_TIMEOUT:g}"
             ),
             metavar="SECONDS",
         ),
@@ -151,6 +154,22 @@ def run(
             help="Ask for no token log-probabilities: rows get no task-area confidence.",
         ),
     ] = False,
+    reasoning_effort: Annotated[
+        EffortName | None,
+        typer.Option(
+            envvar="TAGGER_REASONING_EFFORT",
+            help="Reasoning effort of a reasoning model (gpt-5 family, o-series).",
+            show_default="the prompt's, else the cheapest the model takes",
+        ),
+    ] = None,
+    service_tier: Annotated[
+        TierName | None,
+        typer.Option(
+            envvar="TAGGER_SERVICE_TIER",
+            help="OpenAI processing tier; flex: half price, slower (timeout 900 s).",
+            show_default="the server's",
+        ),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Count, estimate cost, show a prompt; send nothing.")
     ] = False,

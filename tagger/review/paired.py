@@ -101,9 +101,10 @@ def _gold_verdict(
     }
     if difference is None:
         return verdict | {"winner": "n/a", "why": "not measurable on these rows"}
+    same = abs(difference) < 1e-12
+    if same and (interval is None or max(map(abs, interval)) < 1e-12):
+        return verdict | {"winner": "tie", "why": "the same on every gold row"}
     if census or interval is None:
-        if abs(difference) < 1e-12:
-            return verdict | {"winner": "tie", "why": "the same on every row"}
         winner = "A" if difference > 0 else "B"
         return verdict | {"winner": winner, "why": "exact: every row was reviewed"}
     if interval[0] > 0 or interval[1] < 0:
@@ -113,8 +114,8 @@ def _gold_verdict(
     spread = math.sqrt(math.fsum((x - mean) ** 2 for x in found) / max(len(found) - 1, 1))
     needed = rows_needed(rows, difference, spread)
     why = f"no detectable difference on {rows:,} gold rows"
-    if abs(difference) < 1e-12:
-        why += " (they score the same)"
+    if same:
+        why += " (they score the same overall)"
     elif needed is not None:
         why += f"; about {needed:,} would show one this size ({max(needed - rows, 0):,} more)"
     return verdict | {"winner": "none", "why": why, "rows_needed": needed}
