@@ -195,7 +195,7 @@ async def cell():  # a notebook cell: the kernel's event loop is running
     kept = cache_stats({cache!r})["entries"]
     sent = len(fake.history)
     again = tagger.tag(seed_texts(), **options)
-    print(kept, sent, len(fake.history) - sent, again.stats.ok, again.stats.cached)
+    print(kept, sent, again.stats.requests, again.stats.ok, again.stats.cached)
 
 loop = asyncio.new_event_loop()  # as ipykernel: Python's own Ctrl-C handler stays
 loop.run_until_complete(cell())
@@ -219,7 +219,7 @@ def test_interrupting_a_notebook_keeps_the_answers_and_tag_resumes(tmp_path: Pat
     assert done.returncode == 0, done.stderr
     lines = done.stdout.split("\n")
     assert lines[0] == "interrupted", done.stdout
-    kept, sent, resent, ok, cached = map(int, lines[1].split())
+    kept, sent, resent, ok, cached = map(int, lines[1].split())  # resent: the client's count
     assert 0 < kept < 57 and sent < 57  # stopped sending; what was answered is on disk
     assert resent == 57 - kept and ok == 57 and cached == kept  # the rest, and only the rest
 
