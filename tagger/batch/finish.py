@@ -15,6 +15,7 @@ from tagger.pipeline.item import ItemTagger, ModeProbe, ProbeSnapshot
 from tagger.pipeline.live import LiveRunner
 from tagger.pipeline.outcome import Outcome
 from tagger.pipeline.progress import ProgressSink
+from tagger.pipeline.request import request_rules
 from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
@@ -87,7 +88,8 @@ async def write_rows(
     gate = SendGate(
         config.client.rpm, config.client.tpm, config.concurrency, _guard(job, plan, prices)
     )
-    client = LLMClient(config.client, gate)
+    rules = request_rules(config.client, plan.prompt.params, job.adaptations)
+    client = LLMClient(config.client, gate, rules)
     live = ItemTagger.for_plan(plan, client, ModeProbe(Mode(job.mode)))
     tagger = BatchLeftovers(live, job, live=config.batch.finish_live)
     runner = LiveRunner(plan, tagger, client, cache, writer, progress, prices)
@@ -95,6 +97,7 @@ async def write_rows(
         stats = await runner.run(iter_abstracts(scan.files))
     finally:
         await client.aclose()
+        job.adaptations = list(rules.learned)  # kept for the job's next rounds
     return stats, add_batch_part(stats, job, prices, config.client.model)
 
 

@@ -18,7 +18,7 @@ from tagger.cli.common import EXIT_INTERRUPTED, errors, is_broken_pipe, say, std
 from tagger.cli.logs import logs_on_stderr
 from tagger.cli.stopping import take_over
 from tagger.cli.tables import print_dry_run, print_summary
-from tagger.config import ClientConfig, HttpBackend, Mode, RunConfig
+from tagger.config import ClientConfig, HttpBackend, Mode, RunConfig, ServiceTier
 from tagger.errors import UsageError
 from tagger.pipeline.bar import BarProgress
 
@@ -56,25 +56,31 @@ class RunOptions:
     quiet: bool
     batch: BatchOptions | None = None  # None or not enabled: a live run
     no_logprobs: bool = False
+    reasoning_effort: str | None = None  # None: the prompt's, else the family's cheapest
+    service_tier: str | None = None  # None: not sent
     ray: str | None = None  # --ray [ADDRESS]: run on Ray (tagger.cli.rayrun)
     ray_actors: int = 2
 
     def config(self) -> RunConfig:
         """The validated run configuration."""
         from tagger.prompting.prompts import default_prompts_dir
-        from tagger.sending.local import default_concurrency, default_timeout
+        from tagger.sending.local import default_concurrency
 
         return RunConfig(
-            client=ClientConfig(
-                model=self.model,
-                base_url=self.base_url or None,
-                api_key=SecretStr(self.api_key) if self.api_key else None,
-                timeout=default_timeout(self.base_url) if self.timeout is None else self.timeout,
-                max_attempts=self.max_attempts,
-                http=HttpBackend(self.http),
-                rpm=self.rpm,
-                tpm=self.tpm,
-                logprobs=not self.no_logprobs,
+            client=ClientConfig.model_validate(
+                {
+                    "model": self.model,
+                    "base_url": self.base_url or None,
+                    "api_key": SecretStr(self.api_key) if self.api_key else None,
+                    "timeout": self.timeout,  # None: chosen for the server and tier
+                    "max_attempts": self.max_attempts,
+                    "http": HttpBackend(self.http),
+                    "rpm": self.rpm,
+                    "tpm": self.tpm,
+                    "logprobs": not self.no_logprobs,
+                    "reasoning_effort": self.reasoning_effort,
+                    "service_tier": ServiceTier(self.service_tier) if self.service_tier else None,
+                }
             ),
             prompts_dir=self.prompts_dir or default_prompts_dir(),
             prompt_ref=self.prompt,
