@@ -236,6 +236,7 @@ HELP_EXAMPLES_ORDER = [
     "tags",
     "sample",
     "models",
+    "prices",
     "cache",
     "cache stats",
     "tagger run seeds/ -o batched.jsonl --prompt tag-compact@v1 --batch --detach",

@@ -15,7 +15,7 @@ from tagger.config import Mode, RunConfig
 from tagger.errors import OutputError, UsageError
 from tagger.files.abstracts import Abstract
 from tagger.pipeline.policy import ItemPolicy
-from tagger.pipeline.request import build_request, render_messages
+from tagger.pipeline.request import build_request, render_messages, request_rules
 from tagger.pricing import PriceTable, count_text_tokens, estimate_tokens
 from tagger.prompting.plan import RunPlan
 from tagger.usage import Usage
@@ -129,6 +129,8 @@ def build_round(
     wanted = {key for key, item in state.items.items() if wanted_item(item)}
     mode = Mode(state.mode)
     rules = ItemPolicy.for_plan(plan)
+    # The model family's parameters, and what this job's earlier rounds were refused for.
+    sent_as = request_rules(plan.config.client, plan.prompt.params, state.adaptations)
     for abstract in abstracts:
         key = plan.item_key(abstract)
         if key not in wanted:
@@ -144,10 +146,8 @@ def build_round(
         if refusal is not None:
             _not_run(item, refusal)
             continue
-        client = plan.config.client
-        body = build_request(
-            client.model, messages, mode, plan.schema, params, logprobs=client.logprobs
-        )
+        body = build_request(plan.config.client.model, messages, mode, plan.schema, params,
+                             rules=sent_as)  # fmt: skip
         files.add(key, body)
         item.status = "submitted"
         item.attempts += 1

@@ -13,7 +13,9 @@ from tagger.batch.jobfile import BatchRecord, ItemState, JobState
 from tagger.pipeline.cache import AnswerCache, outcome_entry
 from tagger.pipeline.outcome import Outcome
 from tagger.pipeline.policy import Action, Failure, ItemPolicy
+from tagger.pipeline.request import request_rules
 from tagger.prompting.plan import RunPlan
+from tagger.sending.params import refusal_of
 from tagger.sending.reply import Reply, reply_from_json
 from tagger.usage import Usage
 
@@ -68,7 +70,9 @@ class Collector:
             status = status if isinstance(status, int) and not isinstance(status, bool) else None
             message, code = _error_of(response.get("body"))
             reason = f"HTTP {status}: {message or 'no message'}"
-            self._failed(item, Failure(reason, status=status or 0, code=code))
+            # A refused parameter the job now adapts to: the next round sends the line again.
+            retryable = True if self._adapted(status, response.get("body")) else None
+            self._failed(item, Failure(reason, status=status or 0, code=code, retryable=retryable))
             return
         error = line.get("error")
         error = error if isinstance(error, dict) else {}
@@ -77,6 +81,22 @@ class Collector:
             self._failed(item, Failure(f"{code}: {message}", retryable=True))
         else:
             self._failed(item, Failure(f"batch request failed: {code}: {message}", retryable=False))
+
+    def _adapted(self, status: object, body: object) -> bool:
+        """A 400 refusing a parameter: the job learns it, and the next round's lines follow."""
+        if not isinstance(status, int):
+            return False
+        client, params = self.plan.config.client, self.plan.prompt.params
+        rules = request_rules(client, params, self.state.adaptations)
+        # The line was built before some of what the job knows now: either set of names.
+        before = request_rules(client, params).body_params(params)
+        sent = {"model", "messages", "response_format", *before, *rules.body_params(params)}
+        refusal = refusal_of(status, body, _error_of(body)[0] or "", sent)
+        if refusal is None or not rules.learn(refusal):
+            # Refused again after the job adapted (an earlier line of this batch): resend too.
+            return refusal is not None and refusal.param in rules.adapted
+        self.state.adaptations = list(rules.learned)
+        return True
 
     def _answer(self, key: str, item: ItemState, record: BatchRecord, body: dict[str, Any]) -> None:
         try:
@@ -99,6 +119,7 @@ class Collector:
             mode=self.state.mode,
             confidence=decision.confidence,
             batch_id=record.batch_id,
+            served_model=reply.model,
         )
         self.cache.put(key, outcome_entry(answered))
         item.status = "ok"

@@ -82,6 +82,9 @@ class JobState(BaseModel):
     repairs: int = 0  # repair turns sent in batch rounds
     token_limited_rounds: int = 0  # rounds in a row the enqueued-token limit failed every batch
     usage: dict[str, int] = Field(default_factory=dict)  # tokens of every batch answer (Usage)
+    # What the server's 400s taught about its parameters (tagger.sending.params): later rounds'
+    # lines are built with it, since a batch cannot probe.
+    adaptations: list[str] = Field(default_factory=list)
     items: dict[str, ItemState] = Field(default_factory=dict)
     batches: list[BatchRecord] = Field(default_factory=list)
 

@@ -13,6 +13,7 @@ from tagger.cli.batch import batch_app
 from tagger.cli.cache import cache_app
 from tagger.cli.helpstyle import TaggerGroup
 from tagger.cli.models import models
+from tagger.cli.prices import prices
 from tagger.cli.prompts import prompts
 from tagger.cli.rayrun import merge
 from tagger.cli.review import register_review_commands
@@ -67,6 +68,7 @@ app.add_typer(batch_app, name="batch")
 register_review_commands(app)
 app.command("sample")(sample)
 app.command("models")(models)
+app.command("prices")(prices)
 app.command("merge")(merge)
 
 if __name__ == "__main__":

@@ -52,7 +52,9 @@ class Row(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_input_tokens: int = 0
+    reasoning_tokens: int = 0  # part of completion_tokens: thought, not shown, billed as output
     batch_id: str | None = None  # the Batch API batch that answered it; None for a live answer
+    served_model: str | None = None  # the model the server says answered (its reply's `model`)
 
     @property
     def ok(self) -> bool:
@@ -98,6 +100,7 @@ def build_row(
     usage: Usage,
     confidence: AreaConfidence | None = None,
     batch_id: str | None = None,
+    served_model: str | None = None,
 ) -> Row:
     """One output row, fields in ROW_FIELDS order, input's extra fields after them."""
     answer = answer or {}
@@ -123,6 +126,7 @@ def build_row(
         "cached": cached,
         **usage.as_fields(),
         "batch_id": batch_id,  # the Batch API batch that answered it; null for a live answer
+        "served_model": served_model,  # the model the server says answered (its reply's)
     }
     for key, value in abstract.extra.items():
         row[key if key not in row else f"input_{key}"] = value

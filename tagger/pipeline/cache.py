@@ -94,6 +94,7 @@ def outcome_entry(outcome: Outcome) -> dict[str, Any]:
         "mode": outcome.mode,
         **confidence,  # rows from the cache keep it (entries from before it have none)
         **({"batch_id": outcome.batch_id} if outcome.batch_id is not None else {}),
+        **({"served_model": outcome.served_model} if outcome.served_model else {}),
     }
 
 
@@ -108,6 +109,7 @@ def entry_outcome(entry: dict[str, Any] | None) -> Outcome | None:
         mode=mode if isinstance(mode, str) else None,
         confidence=AreaConfidence.from_fields(entry),
         batch_id=batch_id if isinstance(batch_id := entry.get("batch_id"), str) else None,
+        served_model=served[:200] if isinstance(served := entry.get("served_model"), str) else None,
     )
 
 

@@ -179,6 +179,7 @@ class ItemTagger:
             decision = policy.on_reply(state, reply)
             state = decision.state
             if decision.action is Action.OK:
+                outcome.served_model = reply.model  # who answered (as a batch answer records it)
                 outcome.answer = decision.answer
                 outcome.confidence = decision.confidence
                 return _ended(outcome, state, None)
