@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -126,7 +127,7 @@ def _open_job(
         job = JobState(
             job_id=job_id,
             output=str(output) if output is not None else "-",
-            command=command,
+            command=_pin_mode(command, _mode(config, output)),
             model=config.client.model,
             base_url=public_url(config.client.effective_base_url),
             mode=_mode(config, output).value,
@@ -149,6 +150,13 @@ def _answered_since(job: JobState, cache: AnswerCache) -> None:
         if item.status != "ok" and item.status != "submitted" and cache.get(key) is not None:
             item.status = "ok"
             item.error = item.reply = item.problems = None
+
+
+def _pin_mode(command: str, mode: Mode) -> str:
+    """The command to collect the job with, naming its mode (the next run may detect another)."""
+    if not command or "--mode" in shlex.split(command):
+        return command
+    return f"{command} --mode {mode.value}"
 
 
 def _mode(config: RunConfig, output: Path | None) -> Mode:

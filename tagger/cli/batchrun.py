@@ -101,13 +101,17 @@ def progress_line(state: JobState) -> str:
     )
 
 
-def rerun_command(options: RunOptions) -> str:
-    """The command that finds this job again (the API key is never part of it)."""
+def rerun_command(options: RunOptions, prompt_ref: str | None = None) -> str:
+    """The command that finds this job again (the API key is never part of it).
+
+    The prompt is pinned to the version this run used (prompt_ref): a newer version added
+    before collecting would otherwise make the printed command submit a second, paid job.
+    """
     parts = ["tagger", "run", *map(str, options.paths), "-o", str(options.output), "--batch"]
     chosen: list[tuple[str, Any, Any]] = [
         ("--model", options.model, defaults.MODEL),
         ("--base-url", public_url(options.base_url) if options.base_url else None, None),
-        ("--prompt", options.prompt, None),
+        ("--prompt", prompt_ref or options.prompt, None),
         ("--prompts-dir", options.prompts_dir, None),
         ("--mode", options.mode, None),
         ("--cache-dir", options.cache_dir, defaults.CACHE_DIR),
@@ -131,10 +135,11 @@ def run_batch(
     from tagger.batch.job import run_batch_job
     from tagger.cli.progress import BarProgress
     from tagger.cli.tables import print_summary
+    from tagger.prompting.prompts import load_prompt
 
     destination = None if str(options.output) == "-" else options.output
     sink = BarProgress(console, scanned.count, show=not options.quiet)
-    command = rerun_command(options)
+    command = rerun_command(options, load_prompt(config.prompts_dir, config.prompt_ref).ref)
     run = run_batch_job(
         config,
         scanned,
@@ -155,6 +160,7 @@ def run_batch(
         )
         raise typer.Exit(EXIT_INTERRUPTED) from None
     job, stats = result.job, result.stats
+    command = job.command or command  # pinned to the job's mode too
     if stats is None:
         running = len(job.active_batches())
         say(

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
+import io
 import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from tagger import jsondata
 from tagger.errors import OutputError, UsageError
-from tagger.files.atomic import write_failed
+from tagger.files.atomic import open_lock_file, recreate, write_failed
 from tagger.files.rows import JsonlWriter, manifest_path, partial_path, write_json_temporary
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,9 @@ class OutputFile:
         self._lock = _OutputLock(output)
         try:
             _check_replaceable(output)
-            self._stream: IO[str] = self.partial.open("w", encoding="utf-8", newline="\n")
+            self._stream: IO[str] = io.TextIOWrapper(
+                recreate(self.partial), encoding="utf-8", newline="\n"
+            )
         except OSError as exc:
             self._lock.release()
             raise _unwritable(output, exc) from exc
@@ -110,8 +113,13 @@ class _OutputLock:
         self._fd: int | None = None
         while True:
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                fd = open_lock_file(self.path)
             except OSError as exc:
+                if self.path.is_symlink():
+                    raise UsageError(
+                        f"{self.path} is a symlink: tagger follows no link it finds beside -o; "
+                        "remove it and rerun"
+                    ) from None
                 raise _unwritable(output, exc) from exc
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -126,8 +134,12 @@ class _OutputLock:
             if _same_file(fd, self.path):
                 break
             os.close(fd)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError as exc:  # a full disk: the lock is held all the same, only unlabelled
+            os.close(fd)
+            raise write_failed(self.path, exc) from exc
         self._fd = fd
 
     def release(self) -> None:
@@ -173,9 +185,9 @@ def _check_target(output: Path, inputs: Sequence[Path]) -> None:
 
 def _check_replaceable(output: Path) -> None:
     """Refuse an existing OUT that is read-only: the run could not replace it at the end."""
-    if output.exists():
-        with output.open("a", encoding="utf-8"):
-            pass  # opening for append changes nothing, but fails on a read-only file
+    if output.exists() and not output.is_symlink():  # a link is replaced, its target untouched
+        # Opening for append changes nothing, but fails on a read-only file.
+        os.close(os.open(output, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)))
 
 
 def _unwritable(output: Path, exc: OSError) -> UsageError:
@@ -187,10 +199,11 @@ def _ok_rows(output: Path) -> int:
     """How many ok rows an existing output holds (unreadable lines count as nothing)."""
     count = 0
     try:
-        with output.open(encoding="utf-8", errors="replace") as handle:
-            for line in handle:
+        with output.open("rb") as handle:
+            for raw in handle:  # split on \n only, as the rows were written
+                line = raw.decode("utf-8", "replace")
                 try:
-                    row = json.loads(line)
+                    row = jsondata.parse_json(line)
                 except ValueError:
                     continue
                 count += isinstance(row, dict) and row.get("status") == "ok"

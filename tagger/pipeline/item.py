@@ -187,7 +187,9 @@ class ItemTagger:
                 asked = self.prompt.params.get("max_tokens")
                 return self._fail(outcome, cut_off_problem(asked, asked_again=limit != asked))
             try:
-                outcome.answer = check_answer(reply.content, self.answer_model)
+                outcome.answer = check_answer(
+                    reply.content, self.answer_model, problem=reply.problem
+                )
             except InvalidAnswer as exc:
                 problems = str(exc)
                 if outcome.repairs < self.repair_turns and budget.remaining > 0:

@@ -24,7 +24,7 @@ from tagger.redact import public_url, redact
 from tagger.sending.gate import GateSnapshot, SendGate
 from tagger.sending.logprobs import refuses_logprobs
 from tagger.sending.models import offered_models_hint
-from tagger.sending.reply import Reply, reply_from_json
+from tagger.sending.reply import Reply, reply_from_text
 from tagger.sending.sdk import check_transport, open_sdk
 from tagger.sending.server_faults import (
     ServerHealth,
@@ -202,7 +202,7 @@ class LLMClient:
         """Send one chat-completions body (from build_request) once."""
         import openai
 
-        async with self.gate.slot(estimated_tokens):
+        async with self.gate.slot(estimated_tokens) as released:
             self.requests += 1
             usage = NO_USAGE
             try:
@@ -214,7 +214,7 @@ class LLMClient:
                 async with asyncio.timeout(self.config.timeout):
                     raw = await create(**body)
                 self.health.responded(raw.http_response.status_code)
-                self.gate.observe(raw.headers)
+                self.gate.observe(raw.headers, answered_sent_at=released)
                 reply = self._read(raw)
                 usage = reply.usage
                 if self.on_answer is not None:
@@ -236,7 +236,9 @@ class LLMClient:
     def _read(self, raw: Any) -> Reply:
         """The reply; fatal if it is no chat completion."""
         try:
-            reply = reply_from_json(raw.parse(to=dict))
+            # Read by tagger's bounded reader, not the SDK's json: junk numbers and nesting
+            # become a row's problem, never an exception; the key is hidden wherever echoed.
+            reply = reply_from_text(redact(raw.http_response.text, self._secret))
         except (ValueError, TypeError, AttributeError, IndexError):
             content_type = raw.headers.get("content-type", "no content type").split(";")[0]
             what = "an HTML page" if "html" in content_type else f"a {content_type} body"
