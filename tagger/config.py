@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from tagger import defaults
-from tagger.sending.local import default_concurrency, default_timeout
+from tagger.defaults import default_concurrency, default_timeout
 
 
 class Mode(StrEnum):
@@ -36,6 +36,17 @@ class HttpBackend(StrEnum):
     AIOHTTP = "aiohttp"
 
 
+class ServiceTier(StrEnum):
+    """OpenAI's processing tiers tagger offers (`service_tier` in the request)."""
+
+    DEFAULT = "default"
+    # Half price (Batch API rates), slower, and now and then a 429 "resource unavailable".
+    FLEX = "flex"
+
+
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+
+
 class ClientConfig(BaseModel):
     """Everything needed to talk to one OpenAI-compatible server."""
 
@@ -52,13 +63,19 @@ class ClientConfig(BaseModel):
     tpm: int | None = Field(None, ge=1)
     # Ask for token log-probabilities (the task area's confidence); dropped if the server refuses.
     logprobs: bool = True
+    # None: the prompt's [params], else the cheapest the model family takes (sending.families).
+    reasoning_effort: ReasoningEffort | None = None
+    service_tier: ServiceTier | None = None  # None: not sent (the server's default tier)
 
     @model_validator(mode="before")
     @classmethod
     def _timeout_for_server(cls, data: Any) -> Any:
-        """No --timeout: 600 s for a local server (a CPU model is slow), else 300 s."""
+        """No --timeout: 600 s for a local server (a CPU model is slow), else 300 s; flex 900 s."""
         if isinstance(data, dict) and data.get("timeout") is None:
-            data = {**data, "timeout": default_timeout(data.get("base_url"))}
+            timeout = default_timeout(data.get("base_url"))
+            if data.get("service_tier") == ServiceTier.FLEX:
+                timeout = max(timeout, defaults.FLEX_TIMEOUT)
+            data = {**data, "timeout": timeout}
         return data
 
     @field_validator("base_url")

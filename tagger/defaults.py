@@ -1,10 +1,15 @@
-"""Every default value of a run, in one place (plain constants: `--help` imports them fast)."""
+"""Every default value of a run, in one place (plain values: `--help` imports them fast).
+
+The defaults that depend on the server (concurrency, timeout) are resolved here too, by
+`default_concurrency` and `default_timeout`: the CLI, the config and the Python API ask them.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
-MODEL = "gpt-4o-mini"
+MODEL = "gpt-5.4-nano"  # cheap, current, no reasoning by default: see docs/cloud-models.md
 BASE_URL = "https://api.openai.com/v1"
 MAX_ATTEMPTS = 6  # HTTP requests per abstract, retries, repairs and the length retry included
 REPAIR_TURNS = 2  # times an invalid answer is sent back with its validation error
@@ -19,6 +24,8 @@ LOCAL_CONCURRENCY = 1
 # has not answered in five minutes is down, not slow.
 REMOTE_TIMEOUT = 300.0
 LOCAL_TIMEOUT = 600.0
+# OpenAI's flex-processing guide: requests are slower, raise the SDK's timeout to 15 minutes.
+FLEX_TIMEOUT = 900.0
 # The OpenAI Batch API's limits per input file, and how often a waiting run asks for progress.
 BATCH_MAX_REQUESTS = 50_000
 BATCH_MAX_BYTES = 200 * 1024 * 1024
@@ -28,3 +35,43 @@ BATCH_POLL_SECONDS = 30.0
 SAMPLE_SIZE = 300
 SAMPLE_SEED = 1
 SAMPLE_MIN_PER_STRATUM = 5
+
+
+_LOCAL_NAMES = frozenset({"localhost", "host.docker.internal"})
+
+
+def is_local_host(host: str) -> bool:
+    """True for loopback, private, link-local and .local/.lan hosts (no DNS lookup)."""
+    name = host.strip("[]").lower().rstrip(".")
+    if name in _LOCAL_NAMES or name.endswith((".localhost", ".local", ".lan", ".internal")):
+        return True
+    if "." not in name and ":" not in name:
+        return True  # a bare machine name ("gpubox") only resolves on a local network
+    import ipaddress
+
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
+
+
+def is_local_url(url: str | None) -> bool:
+    """Whether a base URL points at the user's own machine or local network."""
+    if not url:
+        return False
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        return False
+    return bool(host) and is_local_host(host)
+
+
+def default_timeout(base_url: str | None) -> float:
+    """Seconds per request when --timeout is not given: 600 for a local server, else 300."""
+    return LOCAL_TIMEOUT if is_local_url(base_url) else REMOTE_TIMEOUT
+
+
+def default_concurrency(base_url: str | None) -> int:
+    """Requests in flight when --concurrency is not given: 1 for a local server, else 8."""
+    return LOCAL_CONCURRENCY if is_local_url(base_url) else REMOTE_CONCURRENCY

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from tagger.prompting.taxonomy import load_synonyms
-from tagger.review.evaluate import IdIndex, compare_runs, evaluate, winners
+from tagger.review.evaluate import IdIndex, compare_runs, evaluate
+from tagger.review.paired import paired_verdicts, run_verdicts
 from tests.harness import PROMPTS_DIR, invoke
 
 LONG = " ".join(["word"] * 31)
@@ -135,7 +136,7 @@ def test_eval_numbers(synonyms: Any) -> None:
     assert tags["precision"] == pytest.approx(2 / 3, abs=1e-12)
     assert tags["recall"] == pytest.approx(4 / 5, abs=1e-12)
     assert tags["f1"] == pytest.approx(8 / 11, abs=1e-12)
-    assert tags["macro_f1"] == pytest.approx(13 / 18, abs=1e-12)
+    assert tags["abstract_f1"] == pytest.approx(13 / 18, abs=1e-12)
     # Summaries of the 4 ok rows (g1, g2, g3, a5): words 4, 7, 31, 4 → mean 46/4 = 11.5;
     # g2 has two lines; g3 is over 30 words; g2 ("We …") and a5 ("This paper …") open badly.
     assert report["summary"] == {
@@ -164,19 +165,28 @@ def test_compare_totals_and_winners(synonyms: Any) -> None:
     g1 = report["rows"][0]
     assert (g1["tags_removed"], g1["tags_added"]) == (["adam"], ["momentum"])
     assert not g1["area_changed"] and not g1["summary_changed"]
-    # B: accuracy 4/4, tags tp 6 / pred 7 / gold 6; summaries of 5 ok rows: all one line,
-    # over 30 words: g3 and b6 → 2/5 (A: 1/4, A wins); openers 0/5 (A: 2/4).
+    # Paired on the gold rows both runs scored (g1-g3; g4 errored in A, g5 is in neither):
+    # B is right on g2 where A is not, but three rows cannot tell the runs apart.
+    paired = paired_verdicts(RUN_A, RUN_B, GOLD, synonyms)
+    assert (paired["gold_rows"], paired["not_paired"], paired["weighted"]) == (3, 2, False)
+    accuracy = paired["verdicts"][0]
+    assert accuracy["metric"] == "task_area.accuracy"
+    assert (accuracy["a"], accuracy["b"]) == (pytest.approx(2 / 3), 1.0)
+    assert accuracy["difference"] == pytest.approx(-1 / 3)
+    low, high = accuracy["interval"]
+    assert low < 0 <= high
+    for verdict in paired["verdicts"]:
+        assert verdict["winner"] in ("none", "tie"), verdict
+    assert accuracy["why"].startswith("no detectable difference on 3 gold rows; about ")
+    assert accuracy["rows_needed"] > 3
+    # Summaries of 5 ok rows in B: all one line, over 30 words g3 and b6 → 2/5 (A: 1/4, A
+    # wins); openers 0/5 (A: 2/4). These are whole-run figures: exact, compared directly.
     verdicts = {
         v["metric"]: v["winner"]
-        for v in winners(evaluate(RUN_A, GOLD, synonyms), evaluate(RUN_B, GOLD, synonyms))
+        for v in run_verdicts(evaluate(RUN_A, GOLD, synonyms), evaluate(RUN_B, GOLD, synonyms))
     }
     assert verdicts == {
         "coverage.found": "tie",
-        "task_area.accuracy": "B",
-        "method_tags.precision": "B",
-        "method_tags.recall": "B",
-        "method_tags.f1": "B",
-        "method_tags.macro_f1": "B",
         "summary.one_line": "B",
         "summary.over_limit": "A",
         "summary.bad_opener": "B",
@@ -221,7 +231,8 @@ def test_compare_cli_writes_diff_and_json(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["totals"]["area_changed"] == 2
-    assert [v["winner"] for v in report["verdicts"]][:2] == ["tie", "B"]
+    winners = {v["metric"]: v["winner"] for v in report["verdicts"]}
+    assert winners["task_area.accuracy"] == "none" and winners["coverage.found"] == "tie"
     with diff.open(encoding="utf-8-sig", newline="") as stream:
         rows = list(csv.DictReader(stream))
     assert [r["id"] for r in rows] == ["g1", "g2", "g3", "g4"]
@@ -231,6 +242,7 @@ def test_compare_cli_writes_diff_and_json(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())  # rich wraps at the terminal width
     assert "m1 tag@v2" in text and "winner" in text and "-adam +momentum" in text
+    assert "no detectable difference on 3 gold rows" in text
 
 
 def test_old_ids_match_new_ones_unless_ambiguous() -> None:

@@ -10,6 +10,7 @@ from openpyxl import load_workbook
 
 from tagger.files.abstracts import iter_abstracts, scan
 from tagger.files.jsonl import read_gold_rows
+from tagger.prompting.schema import SUMMARY_WORD_LIMIT
 from tagger.prompting.taxonomy import load_synonyms, load_taxonomy
 from tagger.review.gold import check_gold_rows
 from tests import reviewsheets
@@ -102,7 +103,7 @@ def test_every_bad_cell_is_reported_and_nothing_written(tmp_path: Path) -> None:
         "review.csv row 6, column reviewed: 'maybe' is not",
         "review.csv row 7, column method_tags: has 7 tags; at most 6",
         "review.csv row 8, column summary:",
-        "has 40 words; write one line of at most 30 words",
+        f"has 40 words; write one line of at most {SUMMARY_WORD_LIMIT} words",
     ]:
         assert expected in text, expected
     assert "7 bad cells" in text
@@ -170,3 +171,37 @@ def test_cells_that_look_like_markup_are_reported_verbatim(tmp_path: Path) -> No
     code, message = gold_import(sheet, tmp_path / "g.jsonl")
     assert code == 2
     assert "row 2, column task_area: '[/oops] [bold]area' is not a task area" in message
+
+
+def test_tags_split_on_semicolons_commas_and_lines_keeping_the_reviewers_case(
+    tmp_path: Path,
+) -> None:
+    sheet = tmp_path / "review.csv"
+    write_review(
+        sheet,
+        [
+            review_row("a", method_tags="transformers, attention"),
+            review_row("b", method_tags="conditional Poisson sampling; Graph Neural Networks"),
+            review_row("c", method_tags="LoRA,\nin-context learning; ViT"),
+            review_row("d", method_tags="Adam, adam; ADAM"),
+        ],
+    )
+    output = tmp_path / "gold.jsonl"
+    code, message = gold_import(sheet, output)
+    assert code == 0, message
+    tags = {row["id"]: row["method_tags"] for row in read_gold_rows(output)}
+    assert tags["a"] == ["transformer", "attention"]  # two tags (synonyms: "transformer")
+    # The reviewer's proper noun keeps its capital; a synonym still maps its variant.
+    assert tags["b"] == ["conditional Poisson sampling", "GNN"]
+    assert tags["c"] == ["LoRA", "in-context learning", "ViT"]
+    assert tags["d"] == ["Adam"]  # one tag, however it is cased
+
+
+def test_an_empty_tags_cell_says_which_separators_work(tmp_path: Path) -> None:
+    sheet = tmp_path / "review.csv"
+    write_review(sheet, [review_row("a", method_tags=" , ;")])
+    code, message = gold_import(sheet, tmp_path / "g.jsonl")
+    assert code == 2
+    assert (
+        "needs at least one tag (separate tags with ; or , or put each on its own line)" in message
+    )

@@ -9,7 +9,7 @@ import pytest
 
 from tagger.config import ClientConfig, Mode, RunConfig
 from tagger.defaults import LOCAL_TIMEOUT as DEFAULT_TIMEOUT
-from tagger.pipeline.item import render_messages
+from tagger.pipeline.request import render_messages
 from tagger.pricing import MESSAGE_OVERHEAD_TOKENS, count_text_tokens
 from tagger.prompting.answers import extract_json
 from tagger.prompting.formats import response_format
@@ -253,8 +253,8 @@ def test_unknown_model_error_lists_the_models_offered(tagger_cli: TaggerCLI) -> 
     assert "the server offers: llama3.2:3b, qwen2.5:1.5b" in message
 
 
-def test_readme_reports_tokens_for_every_prompt_version() -> None:
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Local models", 1)[-1]
+def test_local_models_page_reports_tokens_for_every_prompt_version() -> None:
+    page = (REPO_ROOT / "docs" / "local-models.md").read_text(encoding="utf-8")
+    section = page.split("## A prompt small models can follow", 1)[-1]
     for ref in ("tag@v1", "tag@v2", "tag-compact@v1"):
         assert f"`{ref}`" in section, ref

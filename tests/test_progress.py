@@ -9,13 +9,14 @@ from typing import Any
 
 from rich.console import Console
 
-from tagger.cli.progress import BarProgress
 from tagger.config import ClientConfig, RunConfig
 from tagger.files.abstracts import scan
+from tagger.files.rows import Row
+from tagger.pipeline.bar import BarProgress
 from tagger.pipeline.job import run_job
-from tagger.pipeline.live import RunStats
 from tagger.pipeline.outcome import Status
 from tagger.pipeline.progress import LiveCounts
+from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
 from tagger.sending.gate import SendGate
 from tests.harness import PROMPTS_DIR, TEST_KEY, TaggerCLI, one_line, seed_texts
@@ -35,8 +36,8 @@ class RecordingSink:
     def answered(self, status: Status) -> None:
         self.events.append(("answered", status))
 
-    def written(self, row: dict[str, Any]) -> None:
-        self.events.append(("written", row["index"]))
+    def written(self, row: Row) -> None:
+        self.events.append(("written", row.index))
 
     def finished(self, stats: RunStats) -> None:
         self.stats = stats

@@ -121,7 +121,7 @@ def test_eval_xlsx_has_heatmap_and_confidence_chart(tmp_path: Path) -> None:
     assert labels == sorted(AREAS)
     assert color_scales(confusion) == ["B2:D4"]
     (chart,) = book["confidence"]._charts
-    assert series_refs(chart) == [("'confidence'!$D$2:$D$7", "'confidence'!$A$2:$A$7")]
+    assert series_refs(chart) == [("'confidence'!$F$2:$F$7", "'confidence'!$A$2:$A$7")]
     assert book["confidence"]["A2"].value == "0.0–0.5"
 
 
@@ -145,18 +145,18 @@ def test_compare_xlsx_has_heatmaps(tmp_path: Path) -> None:
     assert code == 0, output
     book = load_workbook(out)
     assert book.sheetnames == [
-        "compare", "areas A×B", "confusion A", "confidence A", "confusion B", "confidence B",
+        "compare", "against gold", "areas A×B", "confusion A", "confidence A", "confusion B",
+        "confidence B",
     ]  # fmt: skip
     moves = book["areas A×B"]
     assert moves["A1"].value == "A \\ B"
     assert color_scales(moves) == ["B2:E5"]  # 3 areas and (none) for the error row
-    total = sum(
-        value for row in moves.iter_rows(min_row=2, min_col=2, values_only=True) for value in row
-    )
-    assert total == 31
+    values = [v for row in moves.iter_rows(min_row=2, min_col=2, values_only=True) for v in row]
+    assert sum(v for v in values if v is not None) == 31
+    assert 0 not in values and None in values  # an empty cell is blank, not 0
     assert color_scales(book["confusion B"])
     (chart,) = book["confidence B"]._charts
-    assert series_refs(chart) == [("'confidence B'!$D$2:$D$7", "'confidence B'!$A$2:$A$7")]
+    assert series_refs(chart) == [("'confidence B'!$F$2:$F$7", "'confidence B'!$A$2:$A$7")]
 
 
 def test_heatmap_labels_are_neutralised(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,14 +12,16 @@ import pytest
 from typer.testing import CliRunner
 
 from tagger.cli.app import app
+from tagger.review.bootstrap import bootstrap_tag_intervals
 from tagger.review.calibration import confidence_bands, review_effort
 from tagger.review.evaluate import evaluate
+from tagger.review.paired import paired_verdicts
 from tagger.review.sample import draw_sample
 from tagger.review.stats import (
     Scored,
-    bootstrap_tag_intervals,
     population_weights,
     proportion,
+    tag_macro_f1,
     tag_scores,
     wilson,
 )
@@ -220,12 +223,12 @@ def test_eval_json_and_table_show_the_error_bars(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert len(report["task_area"]["interval"]) == 2
-    assert set(report["method_tags"]["intervals"]) == {"precision", "recall", "f1", "macro_f1"}
+    assert set(report["method_tags"]["intervals"]) == {"precision", "recall", "f1", "abstract_f1"}
     assert report["population"]["rows"] == 2000
     result = runner.invoke(app, args, env={"COLUMNS": "200"})
     text = " ".join(result.output.split())
     assert result.exit_code == 0
-    assert "95% CI" in text and "estimate for the run (2,000 rows)" in text
+    assert "95% CI" in text and "run estimate (2,000 rows)" in text
     assert "re-weighted to the 2,000 rows" in text
     assert "task-area accuracy by the model's confidence" in text and "review effort" in text
 
@@ -242,3 +245,64 @@ def test_gold_with_weights_on_some_rows_only_is_scored_unweighted_with_a_note() 
         "sample weights ignored: only 40 of 41 gold rows carry them (a gold set made from one "
         "`tagger sample` sheet has them on every row)"
     ]
+
+
+def test_a_census_has_no_sampling_error() -> None:
+    run, truth = run_and_gold(random.Random(7))
+    whole = draw_sample(run, 5000, stratify="task_area", seed=1)  # -n covers every row
+    report = evaluate(run, gold_from(whole.rows, truth), None)
+    true_accuracy = sum(truth[r["id"]] == r["task_area"] for r in run) / len(run)
+    assert report["census"] is True
+    assert report["population"]["accuracy"]["value"] == pytest.approx(true_accuracy)
+    assert report["population"]["accuracy"]["interval"] is None
+    assert report["task_area"]["interval"] is None
+    assert report["population"]["method_tags"]["intervals"] == {}
+    assert all(b["interval"] is None for b in report["confidence"]["bands"] if b["gold"])
+    assert any("no sampling error" in note for note in report["notes"])
+    # Unweighted gold that holds every ok row of the run is a census too.
+    plain = [{"id": r["id"], "task_area": truth[r["id"]], "method_tags": ["SGD"]} for r in run]
+    report = evaluate(run, plain, None)
+    assert report["census"] is True and report["task_area"]["interval"] is None
+    assert report["task_area"]["accuracy"] == pytest.approx(true_accuracy)
+
+
+def test_tag_bootstrap_applies_the_finite_population_correction() -> None:
+    # 300 of 400 rows reviewed (75%): the interval is half as wide (√(1 − 0.75)) as it would
+    # be for the same 300 rows drawn from a huge population.
+    rng = random.Random(9)
+    made = []
+    for i in range(300):
+        hits = sum(rng.random() < 0.6 for _ in range(3))
+        made.append(Scored(True, hits, 3, 3, hits / 3, stratum="all", key=str(i)))
+    small = [replace(s, weight=400 / 300, stratum_size=400) for s in made]
+    huge = [replace(s, weight=10**6 / 300, stratum_size=10**6) for s in made]
+    low, high = bootstrap_tag_intervals(small, weighted=True)["precision"] or (0, 0)
+    wide_low, wide_high = bootstrap_tag_intervals(huge, weighted=True)["precision"] or (0, 0)
+    assert (high - low) / (wide_high - wide_low) == pytest.approx(0.5, abs=0.08)
+
+
+def test_reversing_the_gold_file_changes_no_figure() -> None:
+    run, truth = run_and_gold(random.Random(10))
+    sample = draw_sample(run, 120, stratify="task_area", min_per_stratum=40, seed=3)
+    gold = gold_from(sample.rows, truth)
+    forward = evaluate(run, gold, None)
+    backward = evaluate(run, gold[::-1], None)
+    forward["coverage"].pop("missing"), backward["coverage"].pop("missing")
+    assert json.dumps(forward, sort_keys=True) == json.dumps(backward, sort_keys=True)
+    plain = [{k: v for k, v in g.items() if not k.startswith("sample_")} for g in gold]
+    assert json.dumps(evaluate(run, plain, None), sort_keys=True) == json.dumps(
+        evaluate(run, plain[::-1], None), sort_keys=True
+    )
+    paired = paired_verdicts(run, run[::-1], gold, None)
+    assert paired == paired_verdicts(run, run, gold[::-1], None)
+
+
+def test_per_tag_macro_f1_averages_over_tags() -> None:
+    # Tag x: tp 1 of pred 2, gold 1 → F1 2/3; tag y: tp 0, pred 0, gold 1 → 0; tag z: 1.
+    items = [
+        Scored(True, 1, 2, 2, 0.5, wanted=frozenset({"x", "y"}), got=frozenset({"x", "z"})),
+        Scored(True, 1, 2, 1, 2 / 3, wanted=frozenset({"z"}), got=frozenset({"x", "z"})),
+    ]
+    # x: tp 1, pred 2, gold 1 → 2/3; y: 0; z: tp 1, pred 2, gold 1 → 2/3.
+    assert tag_macro_f1(items, None) == pytest.approx((2 / 3 + 0 + 2 / 3) / 3)
+    assert tag_macro_f1(items, [3.0, 1.0]) == pytest.approx((2 * 3 / 7 + 0 + 2 / 5) / 3)

@@ -17,12 +17,13 @@ import pytest
 from tagger.config import ClientConfig, RunConfig
 from tagger.errors import CacheWriteError
 from tagger.files.abstracts import scan
+from tagger.files.rows import Row
 from tagger.pipeline.cache import AnswerCache
 from tagger.pipeline.commits import GroupCommit
 from tagger.pipeline.job import run_job
-from tagger.pipeline.live import RunStats
 from tagger.pipeline.outcome import Status
 from tagger.pipeline.progress import LiveCounts
+from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
 from tests.fakeserver import FakeLLM
 from tests.harness import PROMPTS_DIR, TEST_KEY
@@ -128,7 +129,7 @@ class CheckingSink:
             if on_disk < self.reported:
                 self.short.append((self.reported, on_disk))
 
-    def written(self, row: dict[str, Any]) -> None:
+    def written(self, row: Row) -> None:
         """Rows follow answers: checked there."""
 
     def finished(self, stats: RunStats) -> None:

@@ -10,13 +10,14 @@ from typing import IO
 
 from tagger import jsondata
 from tagger.batch.api import ENDPOINT
+from tagger.batch.items import policy_state
 from tagger.batch.jobfile import BatchRecord, ItemState, JobState
 from tagger.config import Mode, RunConfig
 from tagger.errors import ConfigError, OutputError, UsageError
 from tagger.files.abstracts import Abstract
 from tagger.files.atomic import own_directory, recreate
-from tagger.pipeline.request import build_request, render_messages
-from tagger.pipeline.validate import repair_messages
+from tagger.pipeline.policy import ItemPolicy
+from tagger.pipeline.request import build_request, render_messages, request_rules
 from tagger.pricing import PriceTable, count_text_tokens, estimate_tokens
 from tagger.prompting.plan import RunPlan
 from tagger.usage import Usage
@@ -178,26 +179,26 @@ def build_round(
     """
     wanted = {key for key, item in state.items.items() if wanted_item(item)}
     mode = Mode(state.mode)
-    params = dict(plan.prompt.params)
+    rules = ItemPolicy.for_plan(plan)
+    # The model family's parameters, and what this job's earlier rounds were refused for.
+    sent_as = request_rules(plan.config.client, plan.prompt.params, state.adaptations)
     for abstract in abstracts:
         key = plan.item_key(abstract)
         if key not in wanted:
             continue
         wanted.discard(key)
         item = state.items[key]
-        messages = render_messages(
+        rendered = render_messages(
             plan.prompt, plan.taxonomy, plan.schema, abstract.text, abstract.title, mode
         )
-        if item.status == "repair" and item.reply is not None:
-            messages = repair_messages(messages, item.reply, item.problems or "")
+        # The policy's next request: its repair turns, max_tokens raised after a cut-off.
+        messages, params = rules.request(policy_state(item, rules), rendered)
         refusal = cap.refusal(messages, params)
         if refusal is not None:
             _not_run(item, refusal)
             continue
-        client = plan.config.client
-        body = build_request(
-            client.model, messages, mode, plan.schema, params, logprobs=client.logprobs
-        )
+        body = build_request(plan.config.client.model, messages, mode, plan.schema, params,
+                             rules=sent_as)  # fmt: skip
         files.add(key, body)
         item.status = "submitted"
         item.attempts += 1

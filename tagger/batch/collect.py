@@ -8,20 +8,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from tagger.batch.api import BatchInfo
+from tagger.batch.items import apply, policy_state
 from tagger.batch.jobfile import BatchRecord, ItemState, JobState
-from tagger.errors import InvalidAnswer
 from tagger.jsondata import JSONTooDeep, parse_server_json
 from tagger.pipeline.cache import AnswerCache, outcome_entry
 from tagger.pipeline.outcome import Outcome
-from tagger.pipeline.validate import ECHOED_REPLY_CHARS, check_answer, cut_off_problem
+from tagger.pipeline.policy import Action, Failure, ItemPolicy
+from tagger.pipeline.request import request_rules
 from tagger.prompting.plan import RunPlan
-from tagger.sending.confidence import area_confidence
+from tagger.sending.params import refusal_of
 from tagger.sending.reply import Reply, reply_from_json
 from tagger.usage import Usage
 
 log = logging.getLogger(__name__)
-# Per-request statuses worth another try in the next round (as the live client retries them).
-TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 # Lines a batch never ran because it ended first: resubmitted, never failed for it.
 NOT_RUN_CODES = frozenset({"batch_expired", "batch_cancelled"})
 TOKEN_LIMIT = "token_limit_exceeded"
@@ -32,13 +31,17 @@ _CUSTOM_ID_SCAN = 4096
 
 @dataclass
 class Collector:
-    """Turns a terminal batch's lines into item states and cache entries."""
+    """Turns a terminal batch's lines into item states and cache entries, by the item policy.
+
+    A batch line is one request's reply or failure: the policy says what it means (answer,
+    repair, ask again with a bigger budget, retry in the next round, fail), as it does for a
+    live request; this only reads the lines and keeps the job and the cache.
+    """
 
     state: JobState
     plan: RunPlan
     cache: AnswerCache
-    repair_turns: int
-    max_attempts: int
+    policy: ItemPolicy
 
     def collect(self, record: BatchRecord, info: BatchInfo, lines: list[str]) -> None:
         """Settle every item of the batch: answered, to repair, to resubmit or failed."""
@@ -65,25 +68,42 @@ class Collector:
 
     def _line(self, key: str, item: ItemState, record: BatchRecord, line: dict[str, Any]) -> None:
         response = line.get("response")
-        error = line.get("error")
         if isinstance(response, dict) and response.get("status_code") == 200:
             body = response.get("body")
             self._answer(key, item, record, body if isinstance(body, dict) else {})
             return
         if isinstance(response, dict):
             status = response.get("status_code")
-            reason = f"HTTP {status}: {_error_message(response.get('body')) or 'no message'}"
-            if status in TRANSIENT_STATUS:
-                self._again(item, reason)
-            else:
-                self._fail(item, reason)
+            status = status if isinstance(status, int) and not isinstance(status, bool) else None
+            message, code = _error_of(response.get("body"))
+            reason = f"HTTP {status}: {message or 'no message'}"
+            # A refused parameter the job now adapts to: the next round sends the line again.
+            retryable = True if self._adapted(status, response.get("body")) else None
+            self._failed(item, Failure(reason, status=status or 0, code=code, retryable=retryable))
             return
+        error = line.get("error")
         error = error if isinstance(error, dict) else {}
         code, message = error.get("code") or "error", error.get("message") or "no message"
-        if code in NOT_RUN_CODES:
-            self._again(item, f"{code}: {message}")
+        if code in NOT_RUN_CODES:  # never sent: worth another try, as a request without reply
+            self._failed(item, Failure(f"{code}: {message}", retryable=True))
         else:
-            self._fail(item, f"batch request failed: {code}: {message}")
+            self._failed(item, Failure(f"batch request failed: {code}: {message}", retryable=False))
+
+    def _adapted(self, status: object, body: object) -> bool:
+        """A 400 refusing a parameter: the job learns it, and the next round's lines follow."""
+        if not isinstance(status, int):
+            return False
+        client, params = self.plan.config.client, self.plan.prompt.params
+        rules = request_rules(client, params, self.state.adaptations)
+        # The line was built before some of what the job knows now: either set of names.
+        before = request_rules(client, params).body_params(params)
+        sent = {"model", "messages", "response_format", *before, *rules.body_params(params)}
+        refusal = refusal_of(status, body, _error_of(body)[0] or "", sent)
+        if refusal is None or not rules.learn(refusal):
+            # Refused again after the job adapted (an earlier line of this batch): resend too.
+            return refusal is not None and refusal.param in rules.adapted
+        self.state.adaptations = list(rules.learned)
+        return True
 
     def _answer(
         self,
@@ -99,67 +119,42 @@ class Collector:
             reply = Reply(content="", finish_reason=None)  # validation says what is wrong
         if unreadable is not None:
             reply = Reply(content="", finish_reason=None, problem=unreadable)
-        content, usage = reply.content, reply.usage
         self.state.requests += 1
-        total = Usage.from_fields(self.state.usage) + usage
+        total = Usage.from_fields(self.state.usage) + reply.usage
         self.state.usage = total.as_fields()
-        spent = Usage.from_fields(item.usage) + usage
-        item.usage = spent.as_fields()
-        if reply.finish_reason == "length":
-            limit = self.plan.prompt.params.get("max_tokens")
-            self._fail(item, cut_off_problem(limit, asked_again=False))
-            return
-        try:
-            answer = check_answer(content, self.plan.answer_model, problem=reply.problem)
-        except InvalidAnswer as exc:
-            problems = str(exc)
-            if item.repairs < self.repair_turns and item.attempts < self.max_attempts:
-                item.repairs += 1
-                self.state.repairs += 1
-                log.info("invalid batch answer, repair turn %d: %s", item.repairs, problems)
-                item.status = "repair"
-                item.reply = content[:ECHOED_REPLY_CHARS]
-                item.problems = problems
-                item.error = f"invalid answer: {problems}"
-            else:
-                self._fail(item, f"invalid answer after {item.repairs} repair turn(s): {problems}")
+        decision = self.policy.on_reply(policy_state(item, self.policy), reply)
+        apply(item, decision)
+        if decision.action is Action.REPAIR:
+            self.state.repairs += 1
+            log.info("invalid batch answer, repair turn %d: %s", item.repairs, decision.reason)
+        if decision.action is not Action.OK:
             return
         answered = Outcome(
-            answer=answer,
-            usage=spent,
+            answer=decision.answer,
+            usage=decision.state.usage,
             mode=self.state.mode,
-            confidence=area_confidence(
-                reply.logprobs, self.plan.taxonomy.ids, answer.get("task_area")
-            ),
+            confidence=decision.confidence,
             batch_id=record.batch_id,
+            served_model=reply.model,
         )
         self.cache.put(key, outcome_entry(answered))
         item.status = "ok"
-        item.error = item.reply = item.problems = None
 
     def _unanswered(self, item: ItemState, info: BatchInfo) -> None:
         codes = [code for code, _ in info.errors]
         if info.status == "failed" and TOKEN_LIMIT not in codes:
             detail = "; ".join(f"{code}: {message}" for code, message in info.errors)
-            self._fail(item, f"batch {info.batch_id} failed: {detail or 'no reason given'}")
+            reason = f"batch {info.batch_id} failed: {detail or 'no reason given'}"
+            self._failed(item, Failure(reason, retryable=False))
             return
         if info.status == "failed":  # the organisation's queue was full: not this item's fault
             item.attempts -= 1
-        self._again(item, f"batch {info.batch_id} ended {info.status} before answering it")
+        reason = f"batch {info.batch_id} ended {info.status} before answering it"
+        self._failed(item, Failure(reason, retryable=True))
 
-    def _again(self, item: ItemState, reason: str) -> None:
-        """Resubmit in the next round (as the repair turn it was, if it was one)."""
-        if item.attempts >= self.max_attempts:
-            self._fail(item, f"{reason} (after {item.attempts} attempts)")
-            return
-        item.status = "repair" if item.reply is not None else "pending"
-        item.error = reason
-
-    @staticmethod
-    def _fail(item: ItemState, reason: str) -> None:
-        item.status = "failed"
-        item.error = reason
-        item.reply = item.problems = None
+    def _failed(self, item: ItemState, failure: Failure) -> None:
+        """A request without a usable reply: resubmitted in the next round, or failed."""
+        apply(item, self.policy.on_failure(policy_state(item, self.policy), failure))
 
 
 def read_output_line(text: str) -> tuple[dict[str, Any], str | None]:
@@ -181,9 +176,11 @@ def read_output_line(text: str) -> tuple[dict[str, Any], str | None]:
     return (value if isinstance(value, dict) else {}), None
 
 
-def _error_message(body: Any) -> str | None:
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict) and error.get("message"):
-            return " ".join(str(error["message"]).split())[:240]
-    return None
+def _error_of(body: Any) -> tuple[str | None, str | None]:
+    """The message (one line, bounded) and the code of an error body."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return None, None
+    message = " ".join(str(error["message"]).split())[:240] if error.get("message") else None
+    code = error.get("code")
+    return message, code if isinstance(code, str) else None

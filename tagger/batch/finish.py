@@ -2,61 +2,66 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
-from tagger.batch.jobfile import ItemState, JobState
+from tagger.batch.items import policy_state
+from tagger.batch.jobfile import JobState
 from tagger.config import Mode
-from tagger.files.abstracts import InputScan, iter_abstracts
-from tagger.files.rows import JsonlWriter
-from tagger.pipeline.cache import AnswerCache, cache_key
-from tagger.pipeline.item import ItemTagger, ModeProbe
-from tagger.pipeline.live import LiveRunner, RunStats
+from tagger.files.abstracts import Abstract, InputScan, iter_abstracts
+from tagger.files.rows import RowWriter
+from tagger.pipeline.cache import AnswerCache
+from tagger.pipeline.item import ItemTagger, ModeProbe, ProbeSnapshot
+from tagger.pipeline.live import LiveRunner
 from tagger.pipeline.outcome import Outcome
 from tagger.pipeline.progress import ProgressSink
-from tagger.pipeline.validate import repair_messages
+from tagger.pipeline.request import request_rules
+from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.sending.client import LLMClient
 from tagger.sending.gate import SendGate, SpendGuard
-from tagger.usage import Usage
+from tagger.usage import NO_USAGE, Usage
 
 NO_BATCH_ANSWER = "no batch answer for this abstract: rerun the same command"
 
 
 @dataclass
-class BatchLeftovers(ItemTagger):
-    """The live tagger of a batch run: what the cache lacks gets the job's failure as its error.
+class BatchLeftovers:
+    """The live runner's tagger in a batch run: what the cache lacks gets the job's verdict.
 
-    Nothing is sent unless `live` (--finish-live): then leftovers are tagged live, and an
-    answer a batch returned invalid gets its repair turn live (the same repair messages).
+    Nothing is sent unless `live` (--finish-live): then leftovers are tagged live from where
+    the job left them (the same policy state: an invalid batch answer gets its repair turn,
+    a cut-off one the bigger budget, and the attempts already made count).
     """
 
-    job: JobState = field(default_factory=lambda: JobState.model_construct())
-    run_part: str = ""
+    tagger: ItemTagger
+    job: JobState
     live: bool = False
 
-    def _item(self, text: str, title: str | None) -> ItemState | None:
-        return self.job.items.get(cache_key(self.run_part, text, title))
+    def snapshot(self) -> ProbeSnapshot:
+        """The live part's mode, for the run's stats."""
+        return self.tagger.snapshot()
 
-    def render(self, text: str, title: str | None, mode: Mode) -> list[dict[str, str]]:
-        """The live messages; for an invalid batch answer, followed by its repair turn."""
-        messages = super().render(text, title, mode)
-        item = self._item(text, title)
-        if item is not None and item.status == "repair" and item.reply is not None:
-            return repair_messages(messages, item.reply, item.problems or "")
-        return messages
-
-    async def tag(self, text: str, title: str | None) -> Outcome:
-        """The job's verdict for an abstract the cache has no answer for."""
-        item = self._item(text, title)
+    async def tag_abstract(self, abstract: Abstract, key: str) -> Outcome:
+        """The job's verdict for an abstract the cache has no answer for (key: its cache key)."""
+        item = self.job.items.get(key)
         if item is not None and item.status == "not_run":
             return Outcome(error=item.error, stopped=True)
         if self.live and (item is None or item.status in ("pending", "repair")):
-            return await super().tag(text, title)
+            start = None
+            if item is not None:  # its batch tokens are counted with the job's already
+                start = replace(policy_state(item, self.tagger.policy), usage=NO_USAGE)
+            return await self.tagger.tag(abstract.text, abstract.title, start)
         if item is not None and item.status in ("pending", "repair"):  # the job was cancelled
             return Outcome(error=f"{item.error}; rerun the same command to resubmit", stopped=True)
-        return Outcome.failed((item.error if item is not None else None) or NO_BATCH_ANSWER)
+        if item is None:
+            return Outcome.failed(NO_BATCH_ANSWER)
+        # As a live row: the tokens its replies cost, and the mode if a reply came (its tokens
+        # are the job's, counted with the batch part already).
+        spent = Usage.from_fields(item.usage)
+        mode = self.job.mode if spent != NO_USAGE else None
+        return Outcome(error=item.error or NO_BATCH_ANSWER, usage=spent, mode=mode, prepaid=True)
 
 
 @dataclass(frozen=True)
@@ -73,7 +78,7 @@ async def write_rows(
     plan: RunPlan,
     scan: InputScan,
     cache: AnswerCache,
-    writer: JsonlWriter,
+    writer: RowWriter,
     progress: ProgressSink,
     prices: PriceTable,
 ) -> tuple[RunStats, BatchCosts]:
@@ -83,20 +88,16 @@ async def write_rows(
     gate = SendGate(
         config.client.rpm, config.client.tpm, config.concurrency, _guard(job, plan, prices)
     )
-    client = LLMClient(config.client, gate)
-    tagger = BatchLeftovers(
-        client=client,
-        probe=ModeProbe(Mode(job.mode)),
-        **BatchLeftovers.plan_settings(plan),
-        job=job,
-        run_part=plan.key_run_part,
-        live=config.batch.finish_live,
-    )
+    rules = request_rules(config.client, plan.prompt.params, job.adaptations)
+    client = LLMClient(config.client, gate, rules)
+    live = ItemTagger.for_plan(plan, client, ModeProbe(Mode(job.mode)))
+    tagger = BatchLeftovers(live, job, live=config.batch.finish_live)
     runner = LiveRunner(plan, tagger, client, cache, writer, progress, prices)
     try:
         stats = await runner.run(iter_abstracts(scan.files))
     finally:
         await client.aclose()
+        job.adaptations = list(rules.learned)  # kept for the job's next rounds
     return stats, add_batch_part(stats, job, prices, config.client.model)
 
 

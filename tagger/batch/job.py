@@ -22,8 +22,8 @@ from tagger.files.outfile import OutputFile
 from tagger.files.rows import JsonlWriter, manifest_path
 from tagger.pipeline.cache import AnswerCache
 from tagger.pipeline.job import build_manifest
-from tagger.pipeline.live import RunStats
 from tagger.pipeline.progress import ProgressSink
+from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.redact import public_url
@@ -149,7 +149,8 @@ def _answered_since(job: JobState, cache: AnswerCache) -> None:
     for key, item in job.items.items():
         if item.status != "ok" and item.status != "submitted" and cache.get(key) is not None:
             item.status = "ok"
-            item.error = item.reply = item.problems = None
+            item.error = None
+            item.turns = []
 
 
 def _pin_mode(command: str, mode: Mode) -> str:

@@ -8,9 +8,9 @@ import hashlib
 import re
 import shutil
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, Field, StringConstraints, ValidationError, model_validator
 
 from tagger.errors import ConfigError
 from tagger.files.atomic import create_new, own_directory, write_atomic
@@ -42,10 +42,20 @@ class ItemState(BaseModel):
     batch_id: ServerId | None = None  # the batch of its last request (of its answer once ok)
     attempts: Count = 0  # requests submitted for it, repairs and resubmissions included
     repairs: Count = 0
+    cutoffs: Count = 0  # times asked again with a bigger token budget after a cut-off answer
     error: Text | None = None  # why it failed (failed, not_run) or its last request failed
-    reply: Text | None = None  # an invalid answer waiting for its repair turn
-    problems: Text | None = None  # what was wrong with that answer
+    # Invalid answers and what was wrong with each, sent back in order as its repair turns
+    # (tagger.batch.items bounds them when they are read back).
+    turns: Annotated[list[tuple[Text, Text]], Field(max_length=100)] = Field(default_factory=list)
     usage: Tokens = Field(default_factory=dict)  # tokens of its batch answers (Usage)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_turn_of_old(cls, data: Any) -> Any:
+        """A job file from before turns held one invalid answer as `reply` and `problems`."""
+        if isinstance(data, dict) and isinstance(data.get("reply"), str) and "turns" not in data:
+            data = {**data, "turns": [(data["reply"], str(data.get("problems") or ""))]}
+        return data
 
 
 class BatchRecord(BaseModel):
@@ -88,6 +98,9 @@ class JobState(BaseModel):
     repairs: Count = 0  # repair turns sent in batch rounds
     token_limited_rounds: Count = 0  # rounds in a row the enqueued-token limit failed every batch
     usage: Tokens = Field(default_factory=dict)  # tokens of every batch answer (Usage)
+    # What the server's 400s taught about its parameters (tagger.sending.params): later rounds'
+    # lines are built with it, since a batch cannot probe.
+    adaptations: Annotated[list[Text], Field(max_length=100)] = Field(default_factory=list)
     items: dict[CacheKey, ItemState] = Field(default_factory=dict)
     batches: list[BatchRecord] = Field(default_factory=list)
 

@@ -18,6 +18,7 @@ from tagger.errors import BatchAPITrouble, FatalAPIError
 from tagger.files.abstracts import Abstract
 from tagger.jsondata import jsonl_lines
 from tagger.pipeline.cache import AnswerCache
+from tagger.pipeline.policy import ItemPolicy
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 
@@ -58,9 +59,7 @@ class BatchRounds:
         self.api = api
         self.prices = prices
         self.watcher = watcher
-        self.collector = Collector(
-            state, plan, cache, self.config.repair_turns, self.config.client.max_attempts
-        )
+        self.collector = Collector(state, plan, cache, ItemPolicy.for_plan(plan))
         self._uploaded_here: set[str] = set()
         self._troubles = 0  # failed looks at a batch in a row
 
@@ -144,7 +143,7 @@ class BatchRounds:
         for custom_id in record.custom_ids:
             item = self.state.items.get(custom_id)
             if item is not None and item.status == "submitted" and item.batch_id is None:
-                item.status = "repair" if item.reply is not None else "pending"
+                item.status = "repair" if item.turns else "pending"
                 item.attempts -= 1
         record.collected = True
         record.error = f"input file {path} was gone before upload: rebuilt"

@@ -8,11 +8,14 @@ from typing import Annotated, Any
 
 import typer
 
-from tagger import __version__
+from tagger.__version__ import __version__
 from tagger.cli.batch import batch_app
 from tagger.cli.cache import cache_app
+from tagger.cli.helpstyle import TaggerGroup
 from tagger.cli.models import models
+from tagger.cli.prices import prices
 from tagger.cli.prompts import prompts
+from tagger.cli.rayrun import merge
 from tagger.cli.review import register_review_commands
 from tagger.cli.run import run
 from tagger.cli.sample import sample
@@ -32,7 +35,9 @@ class _Tagger(typer.Typer):
 
 
 # Plain help, not rich's: flags read as flags, and `--help` needs no rich import (start-up time).
-app = _Tagger(help="Tag research-paper abstracts with an LLM.", rich_markup_mode=None)
+app = _Tagger(
+    cls=TaggerGroup, help="Tag research-paper abstracts with an LLM.", rich_markup_mode=None
+)
 
 
 @app.callback(invoke_without_command=True)
@@ -63,6 +68,8 @@ app.add_typer(batch_app, name="batch")
 register_review_commands(app)
 app.command("sample")(sample)
 app.command("models")(models)
+app.command("prices")(prices)
+app.command("merge")(merge)
 
 if __name__ == "__main__":
     app()

@@ -133,8 +133,8 @@ def run_batch(
 ) -> None:
     """Submit, wait and collect (or submit and leave); exit 0, 1, 2 or 130 like a live run."""
     from tagger.batch.job import run_batch_job
-    from tagger.cli.progress import BarProgress
     from tagger.cli.tables import print_summary
+    from tagger.pipeline.bar import BarProgress
     from tagger.prompting.prompts import load_prompt
 
     destination = None if str(options.output) == "-" else options.output

@@ -1,4 +1,4 @@
-"""Rich tables for eval's error bars: the re-weighted run estimate and the confidence analysis."""
+"""Rich tables for eval's error bars and compare's verdicts: estimates, bands, review effort."""
 
 from __future__ import annotations
 
@@ -8,7 +8,17 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tagger.terminal import printable
+from tagger.review.stats import FEW_ROWS
+from tagger.terminal import cell, printable
+
+# (key, label) of the method-tag scores that carry a bootstrap interval.
+TAG_METRICS = (
+    ("precision", "tag precision"),
+    ("recall", "tag recall"),
+    ("f1", "tag F1 (micro)"),
+    ("abstract_f1", "tag F1 (mean per abstract)"),
+)
+EXACT = " (exact: every row reviewed)"
 
 
 def ci_pct(interval: Sequence[float] | None) -> str:
@@ -33,59 +43,163 @@ def _span(interval: Sequence[float] | None) -> str:
     return f"{100 * interval[0]:.1f}–{100 * interval[1]:.1f}%" if interval else "n/a"
 
 
+def estimate_values(population: dict[str, Any]) -> list[str]:
+    """The re-weighted run estimate: task-area accuracy, the TAG_METRICS, per-tag macro F1."""
+    exact = population.get("census")
+    accuracy = population["accuracy"]
+    tags, intervals = population["method_tags"], population["method_tags"]["intervals"]
+    values = [_pct(accuracy["value"]) + (EXACT if exact else ci_pct(accuracy["interval"]))]
+    for key, _ in TAG_METRICS:
+        values.append(_num(tags[key]) + ("" if exact else ci_num(intervals.get(key))))
+    values.append(_num(tags["tag_macro_f1"]) + ("" if exact else " (no interval)"))
+    return values
+
+
 def print_error_bars(console: Console, report: dict[str, Any]) -> None:
-    """The run estimate from a weighted sample, notes, accuracy by confidence, review effort."""
+    """Notes, accuracy by confidence band, and the review effort."""
     for note in report.get("notes") or []:
         console.print(printable(f"note: {note}"), highlight=False, markup=False, soft_wrap=True)
-    population = report.get("population")
-    if population:
-        table = Table(
-            title=f"estimate for the run ({population['rows']:,} rows)", show_header=False
-        )
-        accuracy = population["accuracy"]
-        table.add_row("task-area accuracy", _pct(accuracy["value"]) + ci_pct(accuracy["interval"]))
-        tags, intervals = population["method_tags"], population["method_tags"]["intervals"]
-        for key, label in (("precision", "tag precision"), ("recall", "tag recall")):
-            table.add_row(label, _num(tags[key]) + ci_num(intervals[key]))
-        table.add_row("tag F1 (micro)", _num(tags["f1"]) + ci_num(intervals["f1"]))
-        table.add_row("tag F1 (macro)", _num(tags["macro_f1"]) + ci_num(intervals["macro_f1"]))
-        console.print(table)
     confidence = report.get("confidence")
     if not confidence:
         return
-    bands = Table(
-        "confidence",
-        "gold rows",
-        "accuracy",
-        "95% CI",
-        "mean confidence",
-        "run rows",
-        title="task-area accuracy by the model's confidence",
-    )
+    weighted = confidence.get("weighted")
+    columns = ["confidence", "gold rows"]
+    columns += ["est. run rows"] if weighted else []
+    columns += ["accuracy", "95% CI", "mean confidence", "run rows"]
+    bands = Table(*columns, title="task-area accuracy by the model's confidence")
+    few = False
     for band in confidence["bands"]:
-        if band["gold"] or band["run_rows"]:
-            bands.add_row(
-                band["band"],
-                str(band["gold"]),
-                _pct(band["accuracy"]),
-                _span(band["interval"]),
-                _num(band["mean_confidence"]),
-                f"{band['run_rows']:,}",
-            )
+        if not (band["gold"] or band["run_rows"]):
+            continue
+        interval = "exact" if band.get("census") else _span(band["interval"])
+        if band.get("few_rows"):
+            interval, few = interval + " *", True
+        estimated = [f"{band['weighted_rows']:,.0f}"] if weighted else []
+        bands.add_row(
+            band["band"],
+            str(band["gold"]),
+            *estimated,
+            _pct(band["accuracy"]),
+            interval,
+            _num(band["mean_confidence"]),
+            f"{band['run_rows']:,}",
+        )
     console.print(bands)
+    if few:
+        console.print(
+            f"* rests on fewer than {FEW_ROWS} gold rows (or an effective n below {FEW_ROWS}): "
+            "a rough guide; review more rows in that band to firm it up",
+            highlight=False,
+            soft_wrap=True,
+        )
+    _print_effort(console, confidence)
+
+
+def _print_effort(console: Console, confidence: dict[str, Any]) -> None:
     effort = confidence["review_effort"]
     if not effort:
         console.print("no task-area errors among gold rows with a confidence", highlight=False)
         return
-    table = Table("to catch", "read rows with confidence ≤", "rows to read", title="review effort")
+    table = Table(
+        "to catch",
+        "estimate: read confidence ≤",
+        "rows",
+        "95% sure: read confidence ≤",
+        "rows",
+        title="review effort",
+    )
+    total = confidence["run_rows_with_confidence"]
     for item in effort:
-        share = f" of {confidence['run_rows_with_confidence']:,} ({_pct(item['run_share'])})"
+        caught = f", catches {_pct(item['caught'])}{ci_pct(item['caught_interval'])}"
+        bound = item["bound_threshold"]
         table.add_row(
             f"{_pct(item['share'])} of errors",
-            f"{item['threshold']:.3f} (catches {_pct(item['caught'])})",
-            f"{item['rows']:,}{share}",
+            f"{item['threshold']:.3f}{caught}",
+            f"{item['rows']:,} ({_pct(item['run_share'])})",
+            "all (too few gold errors to promise it)" if bound is None else f"{bound:.3f}",
+            f"{item['bound_rows']:,} ({_pct(item['bound_run_share'])})",
         )
     console.print(table)
+    console.print(
+        f"rows are of the {total:,} run rows with a confidence. The estimate is a point "
+        "estimate from the gold errors; '95% sure' is a conservative bound: the lowest "
+        "threshold whose one-sided 95% lower confidence bound on the share caught reaches the "
+        f"target ({effort[0]['errors']} gold errors).",
+        highlight=False,
+        soft_wrap=True,
+    )
     missing = confidence["run_ok_rows"] - confidence["run_rows_with_confidence"]
     if missing:
         console.print(f"{missing:,} ok rows have no confidence: read them too", highlight=False)
+
+
+def _signed(kind: str, value: float, unit: bool = True) -> str:
+    """A difference as its metric reads: tag scores to 3 places, counts whole, shares in points."""
+    if kind == "method_tags":
+        return f"{value:+.3f}"
+    if kind == "coverage":
+        return f"{value:+.0f}"
+    return f"{100 * value:+.1f}{' pts' if unit else ''}"
+
+
+def _difference(item: dict[str, Any]) -> str:
+    difference, interval = item.get("difference"), item.get("interval")
+    if difference is None:
+        return "n/a"
+    kind = item["metric"].split(".")[0]
+    shown = _signed(kind, difference)
+    if interval:
+        shown += f" ({_signed(kind, interval[0], False)} to {_signed(kind, interval[1], False)})"
+    return shown
+
+
+NO_WINNER = "none"
+
+
+def print_verdicts(console: Console, report: dict[str, Any]) -> None:
+    """compare --gold: per metric A, B, the difference with its 95% interval, the verdict."""
+    paired = report.get("paired") or {}
+    title = "against gold"
+    if paired:
+        title += f" ({paired['gold_rows']:,} gold rows scored in both runs; {paired['method']})"
+    table = Table("metric", "A", "B", "A − B (95% CI)", "winner", title=title)
+    undecided: list[str] = []
+    for item in report["verdicts"]:
+        kind = item["metric"].split(".")[0]
+        show = _num if kind == "method_tags" else _count if kind == "coverage" else _pct
+        winner = item["winner"]
+        if winner == NO_WINNER:
+            winner = "none *"
+            needed = item.get("rows_needed")
+            if needed:
+                undecided.append(f"{item['label']} ~{needed:,}")
+        table.add_row(
+            item["label"], show(item["a"]), show(item["b"]), _difference(item), cell(winner)
+        )
+    console.print(table)
+    if any(item["winner"] == NO_WINNER for item in report["verdicts"]):
+        rows = paired.get("gold_rows", 0)
+        text = (
+            f"* no detectable difference on {rows:,} gold rows: the 95% interval of A − B "
+            "includes 0, so neither run is named."
+        )
+        if undecided:
+            text += (
+                " Gold rows needed to see a difference of the observed size (80% power, same "
+                "sampling design): " + ", ".join(undecided) + "."
+            )
+        console.print(printable(text), highlight=False, markup=False, soft_wrap=True)
+    if paired.get("not_paired"):
+        console.print(
+            f"{paired['not_paired']:,} gold rows are not scored in both runs (missing or errored)"
+            " and are left out of the gold comparison",
+            highlight=False,
+        )
+    console.print(
+        "coverage and summary rows are whole-run figures: exact, compared as they are",
+        highlight=False,
+    )
+
+
+def _count(value: float | None) -> str:
+    return "n/a" if value is None else str(int(value))

@@ -16,10 +16,11 @@ from pydantic import SecretStr
 
 from tagger.cli.common import EXIT_INTERRUPTED, errors, is_broken_pipe, say, stderr_console
 from tagger.cli.logs import logs_on_stderr
-from tagger.cli.progress import BarProgress
+from tagger.cli.stopping import take_over
 from tagger.cli.tables import print_dry_run, print_summary
-from tagger.config import ClientConfig, HttpBackend, Mode, RunConfig
+from tagger.config import ClientConfig, HttpBackend, Mode, RunConfig, ServiceTier
 from tagger.errors import UsageError
+from tagger.pipeline.bar import BarProgress
 
 if TYPE_CHECKING:
     from tagger.cli.batchrun import BatchOptions
@@ -55,23 +56,31 @@ class RunOptions:
     quiet: bool
     batch: BatchOptions | None = None  # None or not enabled: a live run
     no_logprobs: bool = False
+    reasoning_effort: str | None = None  # None: the prompt's, else the family's cheapest
+    service_tier: str | None = None  # None: not sent
+    ray: str | None = None  # --ray [ADDRESS]: run on Ray (tagger.cli.rayrun)
+    ray_actors: int = 2
 
     def config(self) -> RunConfig:
         """The validated run configuration."""
         from tagger.prompting.prompts import default_prompts_dir
-        from tagger.sending.local import default_concurrency, default_timeout
+        from tagger.sending.local import default_concurrency
 
         return RunConfig(
-            client=ClientConfig(
-                model=self.model,
-                base_url=self.base_url or None,
-                api_key=SecretStr(self.api_key) if self.api_key else None,
-                timeout=default_timeout(self.base_url) if self.timeout is None else self.timeout,
-                max_attempts=self.max_attempts,
-                http=HttpBackend(self.http),
-                rpm=self.rpm,
-                tpm=self.tpm,
-                logprobs=not self.no_logprobs,
+            client=ClientConfig.model_validate(
+                {
+                    "model": self.model,
+                    "base_url": self.base_url or None,
+                    "api_key": SecretStr(self.api_key) if self.api_key else None,
+                    "timeout": self.timeout,  # None: chosen for the server and tier
+                    "max_attempts": self.max_attempts,
+                    "http": HttpBackend(self.http),
+                    "rpm": self.rpm,
+                    "tpm": self.tpm,
+                    "logprobs": not self.no_logprobs,
+                    "reasoning_effort": self.reasoning_effort,
+                    "service_tier": ServiceTier(self.service_tier) if self.service_tier else None,
+                }
             ),
             prompts_dir=self.prompts_dir or default_prompts_dir(),
             prompt_ref=self.prompt,
@@ -122,6 +131,11 @@ def run_command(options: RunOptions) -> None:
             if config.batch is not None:
                 print_batch_estimate(console, report, config, price_table)
             return
+        if options.ray is not None:
+            from tagger.cli.rayrun import run_ray
+
+            run_ray(options, config, scanned, price_table, console)
+            return
         if config.batch is not None:
             run_batch(options, config, scanned, price_table, console)
             return
@@ -129,7 +143,8 @@ def run_command(options: RunOptions) -> None:
         sink = BarProgress(console, scanned.count, show=not options.quiet)
         try:
             with sink.shown():
-                stats = asyncio.run(run_job(config, scanned, destination, sink, price_table))
+                job = run_job(config, scanned, destination, sink, price_table, on_runner=take_over)
+                stats = asyncio.run(job)
         except Exception as exc:
             # Rows written before a fatal error are in the summary; the error line follows it.
             if not is_broken_pipe(exc) and sink.stats is not None and sink.stats.items:

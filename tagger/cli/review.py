@@ -47,11 +47,18 @@ def export(
         kind = sheet_format(output)
         (rows,) = read_runs(run_file)
         from tagger.review.charts import add_count_charts
+        from tagger.review.gold import review_header_notes
 
         counts = count_rows(rows) if kind == "xlsx" else None
         sheet_rows = [run_row_to_sheet(r) for r in rows]
         write_sheet(
-            output, SHEET_COLUMNS, sheet_rows, bom=bom, counts=counts, extend=add_count_charts
+            output,
+            SHEET_COLUMNS,
+            sheet_rows,
+            bom=bom,
+            counts=counts,
+            extend=add_count_charts,
+            notes=review_header_notes(),
         )
         print_err(f"wrote {len(rows)} rows to {output}")
 
@@ -111,8 +118,8 @@ def eval_command(
 ) -> None:
     """Score a run against a gold set, with 95% intervals: coverage, accuracy, tags, summaries."""
     from tagger.cli.tables import print_eval
-    from tagger.review.charts import write_eval_book
     from tagger.review.evaluate import evaluate
+    from tagger.review.reportbook import write_eval_book
 
     with errors():
         if output is not None and output.suffix.lower() != ".xlsx":
@@ -147,13 +154,8 @@ def compare(
     """Compare two runs of the same abstracts row by row; with --gold, say which side wins."""
     from tagger.cli.tables import print_compare
     from tagger.files.sheets import sheet_format, write_sheet
-    from tagger.review.evaluate import (
-        DIFF_COLUMNS,
-        compare_runs,
-        diff_sheet_rows,
-        evaluate,
-        winners,
-    )
+    from tagger.review.evaluate import DIFF_COLUMNS, compare_runs, diff_sheet_rows, evaluate
+    from tagger.review.paired import paired_verdicts, run_verdicts
 
     with errors():
         if output is not None:
@@ -166,9 +168,12 @@ def compare(
             gold_rows = read_gold(gold, prompts_dir, synonyms)
             report["eval_a"] = evaluate(a_rows, gold_rows, synonyms)
             report["eval_b"] = evaluate(b_rows, gold_rows, synonyms)
-            report["verdicts"] = winners(report["eval_a"], report["eval_b"])
+            paired = paired_verdicts(a_rows, b_rows, gold_rows, synonyms)
+            verdicts = paired.pop("verdicts")
+            report["paired"] = paired
+            report["verdicts"] = verdicts + run_verdicts(report["eval_a"], report["eval_b"])
         if output is not None:
-            from tagger.review.charts import add_compare_sheets
+            from tagger.review.reportbook import add_compare_sheets
 
             diff, add_sheets = diff_sheet_rows(report["rows"]), partial(add_compare_sheets, report)
             write_sheet(output, DIFF_COLUMNS, diff, title="compare", extend=add_sheets)

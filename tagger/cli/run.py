@@ -12,10 +12,12 @@ from tagger.cli.common import (
     ApiKeyOpt,
     BaseUrlOpt,
     CacheDirOpt,
+    EffortName,
     HttpName,
     ModeName,
     PathsArg,
     PromptsDirOpt,
+    TierName,
 )
 
 
@@ -86,7 +88,8 @@ def run(
             envvar="TAGGER_TIMEOUT",
             help="Seconds one whole request may take.",
             show_default=(
-                f"{defaults.LOCAL_TIMEOUT:g} for a local server, else {defaults.REMOTE_TIMEOUT:g}"
+                f"{defaults.LOCAL_TIMEOUT:g} for a local server, {defaults.FLEX_TIMEOUT:g} with "
+                f"--service-tier flex, else {defaults.REMOTE_TIMEOUT:g}"
             ),
             metavar="SECONDS",
         ),
@@ -147,6 +150,22 @@ def run(
             help="Ask for no token log-probabilities: rows get no task-area confidence.",
         ),
     ] = False,
+    reasoning_effort: Annotated[
+        EffortName | None,
+        typer.Option(
+            envvar="TAGGER_REASONING_EFFORT",
+            help="Reasoning effort of a reasoning model (gpt-5 family, o-series).",
+            show_default="the prompt's, else the cheapest the model takes",
+        ),
+    ] = None,
+    service_tier: Annotated[
+        TierName | None,
+        typer.Option(
+            envvar="TAGGER_SERVICE_TIER",
+            help="OpenAI processing tier; flex: half price, slower (timeout 900 s).",
+            show_default="the server's",
+        ),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Count, estimate cost, show a prompt; send nothing.")
     ] = False,
@@ -178,6 +197,21 @@ def run(
             envvar="TAGGER_BATCH_POLL", hidden=True, help="Seconds between looks at the batches."
         ),
     ] = defaults.BATCH_POLL_SECONDS,
+    ray: Annotated[
+        bool, typer.Option("--ray", help="Run on Ray: parts beside OUT, merged into OUT.")
+    ] = False,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            envvar="RAY_ADDRESS",
+            help="With --ray: 'auto' (this node's cluster) or HOST:PORT.",
+            show_default="start a local Ray",
+            metavar="ADDRESS",
+        ),
+    ] = None,
+    ray_actors: Annotated[
+        int, typer.Option(min=1, help="With --ray: tagging actors.", metavar="N")
+    ] = 2,
     verbose: Annotated[
         bool,
         typer.Option("--verbose", "-v", help="Log every retry, repair and pause with its reason."),
@@ -214,9 +248,13 @@ def run(
             prices=prices,
             http=http,
             no_logprobs=no_logprobs,
+            reasoning_effort=reasoning_effort,
+            service_tier=service_tier,
             dry_run=dry_run,
             verbose=verbose,
             quiet=quiet,
+            ray=(ray_address or "local") if ray else None,
+            ray_actors=ray_actors,
             batch=BatchOptions(
                 batch, detach, finish_live, batch_max_requests, batch_max_bytes, batch_poll
             ),

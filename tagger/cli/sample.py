@@ -29,9 +29,7 @@ def sample(
     ),
     stratify: Annotated[
         str | None,
-        typer.Option(
-            metavar="<field>", help="Draw within each value of this field, e.g. task_area."
-        ),
+        typer.Option(metavar="FIELD", help="Draw within each value of this field, e.g. task_area."),
     ] = None,
     min_per_stratum: Annotated[
         int, typer.Option(help="With --stratify: at least this many rows per stratum.", min=0)
@@ -45,8 +43,8 @@ def sample(
     where: Annotated[
         list[str] | None,
         typer.Option(
-            metavar="<filter>",
-            help="Only rows matching: status=ok|error, area=<id>, confidence<0.6 (repeatable).",
+            metavar="FILTER",
+            help="Only rows matching: status=ok|error, area=ID, confidence<0.6 (repeatable).",
         ),
     ] = None,
     bom: Annotated[
@@ -62,7 +60,9 @@ def sample(
         sheet_format,
         write_sheet,
     )
-    from tagger.review.charts import add_count_charts, add_design_sheet
+    from tagger.review.charts import add_count_charts
+    from tagger.review.gold import review_header_notes
+    from tagger.review.reportbook import add_design_sheet
     from tagger.review.sample import SAMPLE_FIELDS, draw_sample
     from tagger.review.where import parse_where
 
@@ -92,7 +92,8 @@ def sample(
 
         if kind == "xlsx":
             counts = count_rows(drawn.rows)
-            write_sheet(output, columns, sheet_rows, counts=counts, extend=extend)
+            notes = review_header_notes()
+            write_sheet(output, columns, sheet_rows, counts=counts, extend=extend, notes=notes)
         else:
             write_sheet(output, columns, sheet_rows, bom=bom)
             write_atomic(design_path(output), json.dumps(design, indent=2, ensure_ascii=False))

@@ -11,13 +11,20 @@ from rich.console import Console
 from rich.table import Table
 
 from tagger.cli.common import say
-from tagger.cli.errortables import ci_num, ci_pct, print_error_bars
+from tagger.cli.errortables import (
+    TAG_METRICS,
+    ci_num,
+    ci_pct,
+    estimate_values,
+    print_error_bars,
+    print_verdicts,
+)
 from tagger.prompting.schema import MAX_SUMMARY_WORDS
 from tagger.terminal import cell, printable
 
 if TYPE_CHECKING:
     from tagger.pipeline.job import DryRunReport
-    from tagger.pipeline.live import RunStats
+    from tagger.pipeline.stats import RunStats
     from tagger.prompting.prompts import Prompt
 
 _MATRIX_MAX = 5  # more areas than this print as a list
@@ -45,6 +52,12 @@ def print_summary(
         console.print(table)
         if output is not None and not stats.kept_output:  # else a warning said why not
             say(console, f"wrote {output}")
+    if stats.failed and stats.top_errors:
+        say(console, f"commonest errors of the {stats.failed} failed abstracts:")
+        for entry in stats.top_errors:
+            say(console, f"  {entry['count']} x {entry['reason']}")
+    if stats.confidence_note and not quiet:
+        say(console, f"note: {stats.confidence_note}")
     if stats.stop_reason and say_stop:
         advice = stats.stop_advice or "rerun the same command to finish"
         say(console, f"Stopped: {stats.stop_reason}; {advice}")
@@ -60,10 +73,14 @@ def print_dry_run(console: Console, report: DryRunReport) -> None:
     table.add_row("unique", str(report.unique))
     table.add_row("already cached", str(report.cached))
     table.add_row("to send", str(report.unique - report.cached))
-    table.add_row(
-        "estimated tokens",
-        f"{report.usage.prompt_tokens} in / {report.usage.completion_tokens} out",
-    )
+    tokens = f"{report.usage.prompt_tokens} in / {report.usage.completion_tokens} out"
+    if report.usage.reasoning_tokens:
+        tokens += f" (of which {report.usage.reasoning_tokens} reasoning)"
+    table.add_row("estimated tokens", tokens)
+    if report.model:
+        table.add_row("model", cell(report.model))
+        table.add_row("price row", cell(report.price_note))
+        table.add_row("service tier", report.service_tier)
     table.add_row("estimated cost", cost)
     console.print(table)
     if report.first_messages:
@@ -138,24 +155,46 @@ def _num(value: float | None) -> str:
 
 
 def print_eval(report: dict[str, Any], title: str) -> None:
-    """Print an eval report: metrics, then the task-area confusions."""
+    """Print an eval report: the headline figures, then the task-area confusions.
+
+    With a weighted sample the re-weighted run estimate leads; the gold rows' own (raw,
+    unweighted) figures stand beside it, labelled as such.
+    """
     console = Console()
     cov, area, tags, summ = (report[k] for k in ("coverage", "task_area", "method_tags", "summary"))
-    table = Table(title=cell(title), show_header=False)
-    table.add_row("gold ids in run", f"{cov['found']}/{cov['gold']} ({_pct(cov['share'])})")
-    table.add_row("errored in run", str(cov["errored"]))
+    population = report.get("population")
+    exact = " (exact: every row reviewed)" if report.get("census") else ""
     accuracy = f"{area['correct']}/{area['evaluated']} ({_pct(area['accuracy'])})"
-    table.add_row("task-area accuracy", accuracy + ci_pct(area.get("interval")))
     bars = tags.get("intervals") or {}
-    table.add_row("tag precision", _num(tags["precision"]) + ci_num(bars.get("precision")))
-    table.add_row("tag recall", _num(tags["recall"]) + ci_num(bars.get("recall")))
-    table.add_row("tag F1 (micro)", _num(tags["f1"]) + ci_num(bars.get("f1")))
-    table.add_row("tag F1 (macro)", _num(tags["macro_f1"]) + ci_num(bars.get("macro_f1")))
-    table.add_row("summaries checked", str(summ["rows"]))
-    table.add_row("one line", _pct(summ["one_line"]))
-    table.add_row("words mean / max", f"{_num(summ['mean_words'])} / {summ['max_words']}")
-    table.add_row(f"over {MAX_SUMMARY_WORDS} words", _pct(summ["over_limit"]))
-    table.add_row('"This paper…" openers', _pct(summ["bad_opener"]))
+    raw = [accuracy + (exact or ci_pct(area.get("interval")))]
+    raw += [_num(tags[key]) + ("" if exact else ci_num(bars.get(key))) for key, _ in TAG_METRICS]
+    raw.append(_num(tags["tag_macro_f1"]) + " (no interval)")
+    labels = ["task-area accuracy", *(label for _, label in TAG_METRICS), "tag F1 (macro, per tag)"]
+    if population:
+        table = Table(
+            "",
+            f"run estimate ({population['rows']:,} rows)",
+            "raw gold rows (unweighted)",
+            title=cell(title),
+        )
+        estimate = estimate_values(population)
+        rows = [
+            [label, value, raw_value]
+            for label, value, raw_value in zip(labels, estimate, raw, strict=True)
+        ]
+    else:
+        table = Table(title=cell(title), show_header=False)
+        rows = [[label, value] for label, value in zip(labels, raw, strict=True)]
+    blank = [""] if population else []
+    table.add_row("gold ids in run", f"{cov['found']}/{cov['gold']} ({_pct(cov['share'])})", *blank)
+    table.add_row("errored in run", str(cov["errored"]), *blank)
+    for row in rows:
+        table.add_row(*row)
+    table.add_row("summaries checked", str(summ["rows"]), *blank)
+    table.add_row("one line", _pct(summ["one_line"]), *blank)
+    table.add_row("words mean / max", f"{_num(summ['mean_words'])} / {summ['max_words']}", *blank)
+    table.add_row(f"over {MAX_SUMMARY_WORDS} words", _pct(summ["over_limit"]), *blank)
+    table.add_row('"This paper…" openers', _pct(summ["bad_opener"]), *blank)
     console.print(table)
     labels = area["labels"]
     if len(labels) > _MATRIX_MAX:
@@ -196,11 +235,7 @@ def print_compare(report: dict[str, Any], limit: int) -> None:
     table.add_row("summary changed", str(totals["summary_changed"]))
     console.print(table)
     if "verdicts" in report:
-        verdicts = Table("metric", "A", "B", "winner", title="against gold")
-        for item in report["verdicts"]:
-            show = _METRIC_FORMAT.get(item["metric"].split(".")[0], _pct)
-            verdicts.add_row(item["label"], show(item["a"]), show(item["b"]), cell(item["winner"]))
-        console.print(verdicts)
+        print_verdicts(console, report)
     changed = [
         r
         for r in report["rows"]
@@ -223,13 +258,6 @@ def print_compare(report: dict[str, Any], limit: int) -> None:
     console.print(rows)
     if len(changed) > limit:
         console.print(f"… {len(changed) - limit} more changed rows (use --limit or -o)")
-
-
-def _count(value: float | None) -> str:
-    return "n/a" if value is None else str(int(value))
-
-
-_METRIC_FORMAT = {"coverage": _count, "method_tags": _num}
 
 
 def print_tags(report: dict[str, Any], top: int) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from json import JSONDecodeError
 from pathlib import Path
@@ -49,6 +49,11 @@ class InputScan:
     count: int
     unique: int
     per_file: dict[str, int]
+    given: tuple[Abstract, ...] | None = None  # abstracts passed in memory (the Python API)
+
+    def abstracts(self) -> Iterator[Abstract]:
+        """The abstracts in run order: read again from the files, or the ones given."""
+        return iter(self.given) if self.given is not None else iter_abstracts(self.files)
 
 
 def text_id(text: str) -> str:
@@ -116,14 +121,29 @@ def _is_tagger_output(path: Path) -> bool:
 def scan(paths: Sequence[Path | str]) -> InputScan:
     """Read and check every input, raising InputError on the first problem."""
     files = discover(paths)
+    per_file = {str(path): 0 for path in files}
+    count, unique = _check(iter_abstracts(files), per_file)
+    return InputScan(files=files, count=count, unique=unique, per_file=per_file)
+
+
+def scan_given(abstracts: Sequence[Abstract]) -> InputScan:
+    """Check abstracts given in memory as scan() checks files (ids, unique questions)."""
+    per_file: dict[str, int] = {}
+    for item in abstracts:
+        per_file.setdefault(item.source, 0)
+    count, unique = _check(abstracts, per_file)
+    return InputScan([], count, unique, per_file, given=tuple(abstracts))
+
+
+def _check(abstracts: Iterable[Abstract], per_file: dict[str, int]) -> tuple[int, int]:
+    """Count abstracts per source and distinct questions; InputError for a conflicting id."""
     # id -> (digest of normalised text, source, line): enough to spot conflicts without texts.
     seen: dict[str, tuple[bytes, str, int]] = {}
     # The same text under another title is another question (the title is in the prompt and
     # the cache key), so distinct (title, text) pairs are what a run sends.
     questions: set[bytes] = set()
-    per_file = {str(path): 0 for path in files}
     count = 0
-    for item in iter_abstracts(files):
+    for item in abstracts:
         text = " ".join(item.text.split())
         digest = hashlib.sha256(text.encode("utf-8")).digest()
         titled = f"{item.title}\x1f{text}" if item.title else None
@@ -140,7 +160,16 @@ def scan(paths: Sequence[Path | str]) -> InputScan:
             )
         per_file[item.source] += 1
         count += 1
-    return InputScan(files=files, count=count, unique=len(questions), per_file=per_file)
+    return count, len(questions)
+
+
+def given_record(source: str, number: int, fields: Mapping[str, Any]) -> Abstract:
+    """An abstract from a mapping given in memory (item `number`, from 1), checked like a line."""
+    record = _record(Path(source), number, dict(fields), "key", lambda key: key)
+    return Abstract(
+        record.id, record.text, source, number - 1, number, record.venue, record.year,
+        record.title, record.extra,
+    )  # fmt: skip
 
 
 def iter_abstracts(files: Sequence[Path]) -> Iterator[Abstract]:

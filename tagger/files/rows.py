@@ -1,9 +1,11 @@
-"""Output rows, the JSONL writer and the run manifest."""
+"""Output rows (the `Row` model), the JSONL writer and the run manifest."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from tagger import jsondata
 from tagger.files.abstracts import Abstract
@@ -12,13 +14,78 @@ from tagger.pipeline.outcome import Status
 from tagger.sending.confidence import NO_CONFIDENCE, AreaConfidence
 from tagger.usage import Usage
 
-ROW_FIELDS = (
-    "id", "source", "index", "line", "venue", "year", "title", "abstract",
-    "summary", "task_area", "task_area_confidence", "task_area_runner_up",
-    "task_area_runner_up_confidence", "method_tags", "status", "error",
-    "model", "prompt", "prompt_version", "prompt_hash", "taxonomy_version", "synonyms_version",
-    "mode", "cached", "prompt_tokens", "completion_tokens", "cached_input_tokens", "batch_id",
-)  # fmt: skip
+
+class Row(BaseModel):
+    """One output row: the JSONL writer's schema, `tagger.Run.rows`, and what review reads.
+
+    Fields are in the order of the file's columns; an input's own extra fields follow them
+    (renamed `input_<name>` where they would shadow one). A failed abstract is a row too:
+    `status` "error" and the reason in `error` (prefixed "not run: " when a stop left it).
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    id: str
+    source: str
+    index: int  # position in the whole input, from 0
+    line: int  # line (or record) in its source file
+    venue: str | None = None
+    year: int | None = None
+    title: str | None = None
+    abstract: str
+    summary: str | None = None
+    task_area: str | None = None
+    task_area_confidence: float | None = None
+    task_area_runner_up: str | None = None
+    task_area_runner_up_confidence: float | None = None
+    method_tags: list[str] = Field(default_factory=list)
+    status: Literal["ok", "error"]
+    error: str | None = None
+    model: str
+    prompt: str
+    prompt_version: str
+    prompt_hash: str
+    taxonomy_version: str
+    synonyms_version: str
+    mode: str | None = None  # the structured-output mode that answered
+    cached: bool = False  # answered from the cache: no request, no tokens
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0  # part of completion_tokens: thought, not shown, billed as output
+    batch_id: str | None = None  # the Batch API batch that answered it; None for a live answer
+    served_model: str | None = None  # the model the server says answered (its reply's `model`)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the abstract was answered."""
+        return self.status == "ok"
+
+    @classmethod
+    def of(cls, values: dict[str, Any]) -> Row:
+        """A row from values the pipeline built and checked: every field, in order, then extras.
+
+        What model_construct() does, without its per-field work: the writer's hot path makes
+        one per abstract (tests/test_api.py checks it equals model_validate()).
+        """
+        row = cls.__new__(cls)
+        known = {name: values[name] for name in ROW_FIELDS}
+        object.__setattr__(row, "__dict__", known)
+        extra = (
+            {k: v for k, v in values.items() if k not in known} if len(values) > len(known) else {}
+        )
+        object.__setattr__(row, "__pydantic_extra__", extra)
+        object.__setattr__(row, "__pydantic_fields_set__", set(values))
+        object.__setattr__(row, "__pydantic_private__", None)
+        return row
+
+    def fields(self) -> dict[str, Any]:
+        """The row as the JSONL file holds it: every field in order, then the input's extras."""
+        extra = self.__pydantic_extra__
+        return {**self.__dict__, **extra} if extra else dict(self.__dict__)
+
+
+ROW_FIELDS = tuple(Row.model_fields)
 
 
 def build_row(
@@ -33,8 +100,9 @@ def build_row(
     usage: Usage,
     confidence: AreaConfidence | None = None,
     batch_id: str | None = None,
-) -> dict[str, Any]:
-    """One output record, fields in ROW_FIELDS order, input's extra fields after them."""
+    served_model: str | None = None,
+) -> Row:
+    """One output row, fields in ROW_FIELDS order, input's extra fields after them."""
     answer = answer or {}
     if status is Status.NOT_RUN:
         error = f"not run: {error}"
@@ -58,10 +126,12 @@ def build_row(
         "cached": cached,
         **usage.as_fields(),
         "batch_id": batch_id,  # the Batch API batch that answered it; null for a live answer
+        "served_model": served_model,  # the model the server says answered (its reply's)
     }
     for key, value in abstract.extra.items():
         row[key if key not in row else f"input_{key}"] = value
-    return row
+    # Built from checked values: validating them again would cost every row of a big run.
+    return Row.of(row)
 
 
 def manifest_path(output: Path) -> Path:
@@ -75,6 +145,30 @@ def partial_path(output: Path) -> Path:
     return output.with_name(output.name + ".partial")
 
 
+class RowWriter(Protocol):
+    """Where a run puts its rows, in input order: a JSONL file, standard output, a list."""
+
+    def write(self, row: Row) -> None:
+        """Take one more row."""
+
+    def flush(self) -> None:
+        """Push what was taken to its destination."""
+
+
+class RowList:
+    """A RowWriter that keeps the rows (the Python API's `Run.rows`)."""
+
+    def __init__(self) -> None:
+        self.rows: list[Row] = []
+
+    def write(self, row: Row) -> None:
+        """Keep one more row."""
+        self.rows.append(row)
+
+    def flush(self) -> None:
+        """Nothing to push."""
+
+
 class JsonlWriter:
     """Writes rows as JSON lines to a stream; a failed write is an OutputError, not a traceback."""
 
@@ -82,10 +176,10 @@ class JsonlWriter:
         self.name = name
         self._stream = stream
 
-    def write(self, row: dict[str, Any]) -> None:
+    def write(self, row: Row) -> None:
         """Append one row."""
         try:
-            self._stream.write(jsondata.dumps(row) + "\n")
+            self._stream.write(jsondata.dumps(row.fields()) + "\n")
         except BrokenPipeError:
             raise  # a reader of standard output went away: the CLI says so
         except OSError as exc:

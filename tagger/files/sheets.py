@@ -12,6 +12,7 @@ from typing import Any
 
 from tagger.errors import UsageError
 from tagger.files.csvrows import allow_long_cells, csv_problem, guess_delimiter
+from tagger.files.sheetlayout import fit_width, print_setup, row_height
 
 SHEET_COLUMNS = (
     "reviewed", "id", "task_area", "task_area_confidence", "task_area_runner_up",
@@ -27,9 +28,18 @@ FORMULA_STARTS = ("=", "+", "-", "@", *map(chr, range(32)))
 NEUTRAL_PREFIX = "'"
 
 Cell = str | int | float | None
-_WIDE = {"abstract": 80, "summary": 50, "title": 40, "method_tags": 32, "error": 40}
-_WRAP = frozenset({"abstract", "summary", "title", "method_tags", "error", "tags_a", "tags_b"})
-_MAX_WIDTH = 60
+_WIDE = {
+    "abstract": 80, "summary": 40, "title": 32, "method_tags": 28, "error": 40,
+    "summary_a": 40, "summary_b": 40, "tags_a": 28, "tags_b": 28, "tags_removed": 24,
+    "tags_added": 24,
+}  # fmt: skip
+_WRAP = frozenset(_WIDE)
+_PRINT_THROUGH = "abstract"
+# Hidden when no row has a value: a run without log-probabilities has no confidences.
+_HIDE_WHEN_EMPTY = frozenset(
+    {"task_area_confidence", "task_area_runner_up", "task_area_runner_up_confidence", "venue",
+     "year", "error"}
+)  # fmt: skip
 # XML 1.0 cannot hold these control characters; openpyxl would refuse the whole file.
 _XML_ILLEGAL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
@@ -123,10 +133,12 @@ def write_sheet(
     counts: Sequence[tuple[str, str, int]] | None = None,
     title: str = "review",
     extend: Callable[[Any], None] | None = None,
+    notes: dict[str, str] | None = None,
 ) -> None:
     """Write rows to a .csv or .xlsx file; every text cell is neutralised.
 
-    extend gets the XLSX workbook before it is saved (more sheets, charts); CSV ignores it.
+    extend gets the XLSX workbook before it is saved (more sheets, charts); notes are comments
+    on XLSX header cells, by column name. CSV ignores both.
     """
     xlsx = sheet_format(path) == "xlsx"
     cells = [[sheet_cell(row.get(column), xlsx=xlsx) for column in columns] for row in rows]
@@ -134,7 +146,7 @@ def write_sheet(
     if not xlsx:
         _write_csv(path, columns, cells, bom=bom)
     else:
-        _write_xlsx(path, columns, cells, counts, title, extend)
+        _write_xlsx(path, columns, cells, counts, title, extend, notes)
 
 
 def _write_csv(path: Path, columns: Sequence[str], cells: list[list[Cell]], *, bom: bool) -> None:
@@ -143,6 +155,15 @@ def _write_csv(path: Path, columns: Sequence[str], cells: list[list[Cell]], *, b
         writer = csv.writer(stream, quoting=csv.QUOTE_MINIMAL, lineterminator="\r\n")
         writer.writerow(columns)
         writer.writerows(["" if cell is None else cell for cell in row] for row in cells)
+
+
+def _shown(value: Cell) -> str:
+    """A cell as the text it shows, for sizing (numbers as Excel's general format would)."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
 
 
 def _set_text(cell: Any, value: str) -> None:
@@ -159,19 +180,34 @@ def _write_xlsx(
     counts: Sequence[tuple[str, str, int]] | None,
     title: str,
     extend: Callable[[Any], None] | None = None,
+    notes: dict[str, str] | None = None,
 ) -> None:
     from openpyxl import Workbook
+    from openpyxl.comments import Comment
     from openpyxl.styles import Alignment, Font
     from openpyxl.utils import get_column_letter
 
     book = Workbook()
     sheet = book.active
     sheet.title = title
+    header_style = Alignment(wrap_text=True, vertical="top")
+    for col, name in enumerate(columns, start=1):
+        header = sheet.cell(row=1, column=col)
+        _set_text(header, name)
+        header.font = Font(bold=True)
+        header.alignment = header_style
+        if name in (notes or {}):
+            header.comment = Comment((notes or {})[name], "tagger", width=320, height=110)
+    texts = [[_shown(value) for value in row] for row in cells]
+    widths = [
+        float(_WIDE.get(name) or fit_width(name, (row[c] for row in texts)))
+        for c, name in enumerate(columns)
+    ]
+    longest = [max((len(row[c]) for row in texts), default=0) for c in range(len(columns))]
+    # A column wraps when it is meant to, or when its text is longer than the column is wide.
+    wrapped = [name in _WRAP or longest[c] + 2 > widths[c] for c, name in enumerate(columns)]
     wrap = Alignment(wrap_text=True, vertical="top")
     top = Alignment(vertical="top")
-    for col, name in enumerate(columns, start=1):
-        _set_text(sheet.cell(row=1, column=col), name)
-        sheet.cell(row=1, column=col).font = Font(bold=True)
     for r, row in enumerate(cells, start=2):
         for col, value in enumerate(row, start=1):
             cell = sheet.cell(row=r, column=col)
@@ -179,13 +215,25 @@ def _write_xlsx(
                 _set_text(cell, value)
             else:
                 cell.value = value
-            cell.alignment = wrap if columns[col - 1] in _WRAP else top
+            cell.alignment = wrap if wrapped[col - 1] else top
+        height = row_height((texts[r - 2][c], widths[c]) for c in range(len(columns)) if wrapped[c])
+        if height is not None:
+            sheet.row_dimensions[r].height = height
     for col, name in enumerate(columns, start=1):
-        sample = [len(str(row[col - 1] or "")) for row in cells[:200]]
-        width = _WIDE.get(name, min(max([len(name), *sample]) + 2, _MAX_WIDTH))
-        sheet.column_dimensions[get_column_letter(col)].width = width
+        dimension = sheet.column_dimensions[get_column_letter(col)]
+        dimension.width = widths[col - 1]
+        if name in _HIDE_WHEN_EMPTY and not longest[col - 1]:
+            dimension.hidden = True
+    header_height = row_height((name, widths[c]) for c, name in enumerate(columns))
+    if header_height is not None:
+        sheet.row_dimensions[1].height = header_height
     sheet.freeze_panes = "A2"
     sheet.auto_filter.ref = f"A1:{get_column_letter(len(columns))}{len(cells) + 1}"
+    print_setup(sheet)
+    if _PRINT_THROUGH in columns:
+        # On paper, the columns a reviewer reads; the run's bookkeeping stays on screen.
+        last = get_column_letter(columns.index(_PRINT_THROUGH) + 1)
+        sheet.print_area = f"A1:{last}{len(cells) + 1}"
     if counts is not None:
         summary = book.create_sheet("counts")
         for col, name in enumerate(("kind", "name", "abstracts"), start=1):
@@ -197,8 +245,10 @@ def _write_xlsx(
             summary.cell(row=r, column=3).value = number
         summary.freeze_panes = "A2"
         summary.auto_filter.ref = f"A1:C{len(counts) + 1}"
-        for letter, width in (("A", 12), ("B", 40), ("C", 10)):
+        names = [name for _, name, _ in counts]
+        for letter, width in (("A", 12), ("B", fit_width("name", names, 50)), ("C", 10)):
             summary.column_dimensions[letter].width = width
+        print_setup(summary, landscape=False)
     if extend is not None:
         extend(book)
     try:

@@ -4,25 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
-
 from tagger.config import Mode
-from tagger.errors import ConfigError, FormatRejected, InvalidAnswer, RequestFailed
+from tagger.errors import ConfigError, FormatRejected, RequestFailed
+from tagger.files.abstracts import Abstract
 from tagger.pipeline.outcome import Outcome
+from tagger.pipeline.policy import Action, Failure, ItemPolicy, ItemState
 from tagger.pipeline.request import render_messages
-from tagger.pipeline.validate import check_answer, cut_off_problem, repair_messages
 from tagger.pricing import estimate_tokens
-from tagger.prompting.answers import extract_json
 from tagger.prompting.plan import RunPlan
 from tagger.prompting.prompts import Prompt
 from tagger.prompting.taxonomy import Taxonomy
 from tagger.sending.client import AttemptBudget, LLMClient
-from tagger.sending.confidence import area_confidence
 
-__all__ = ["ItemTagger", "ModeProbe", "Outcome", "extract_json", "render_messages"]
+__all__ = ["ItemTagger", "ModeProbe"]
 log = logging.getLogger(__name__)
 
 
@@ -103,29 +100,25 @@ class ModeProbe:
 
 @dataclass
 class ItemTagger:
-    """Everything needed to tag abstracts under one prompt, taxonomy and schema."""
+    """The live driver of the per-abstract policy: sends what it asks for, feeds it the replies.
+
+    Retries of a failed request happen inside the client (tenacity, under the policy's retry
+    table and the item's attempt budget); mode fallbacks are the probe's.
+    """
 
     client: LLMClient
     prompt: Prompt
     taxonomy: Taxonomy
-    answer_model: type[BaseModel]
     schema: dict[str, Any]
+    policy: ItemPolicy
     probe: ModeProbe
-    repair_turns: int = 2
-    max_attempts: int = 6
-    _length_retries: int = field(default=1, repr=False)
 
     @classmethod
-    def plan_settings(cls, plan: RunPlan) -> dict[str, Any]:
-        """The fields a run plan decides: the same for the live run and a batch's leftovers."""
-        return {
-            "prompt": plan.prompt,
-            "taxonomy": plan.taxonomy,
-            "answer_model": plan.answer_model,
-            "schema": plan.schema,
-            "repair_turns": plan.config.repair_turns,
-            "max_attempts": plan.config.client.max_attempts,
-        }
+    def for_plan(cls, plan: RunPlan, client: LLMClient, probe: ModeProbe) -> ItemTagger:
+        """The live tagger of a run plan (the same for a run and a batch's leftovers)."""
+        return cls(
+            client, plan.prompt, plan.taxonomy, plan.schema, ItemPolicy.for_plan(plan), probe
+        )
 
     def snapshot(self) -> ProbeSnapshot:
         """The mode settled on and the fallbacks taken so far, for the run's stats."""
@@ -135,23 +128,30 @@ class ItemTagger:
         """The messages for one abstract in one mode."""
         return render_messages(self.prompt, self.taxonomy, self.schema, text, title, mode)
 
-    async def tag(self, text: str, title: str | None) -> Outcome:
-        """Tag one abstract; never raises for per-item failures."""
+    async def tag_abstract(self, abstract: Abstract, key: str) -> Outcome:
+        """Tag one abstract of a run (the runner's AbstractTagger)."""
+        return await self.tag(abstract.text, abstract.title)
+
+    async def tag(self, text: str, title: str | None, start: ItemState | None = None) -> Outcome:
+        """Tag one abstract, never raising for its own failures; `start`: a leftover's state."""
+        state = start or ItemState()
         if not await self.probe.turn():
-            return await self._tag(text, title, probing=False)
+            return await self._tag(text, title, state, probing=False)
         try:
-            return await self._tag(text, title, probing=True)
+            return await self._tag(text, title, state, probing=True)
         finally:
             self.probe.probe_ended()
 
-    async def _tag(self, text: str, title: str | None, *, probing: bool) -> Outcome:
+    async def _tag(
+        self, text: str, title: str | None, state: ItemState, *, probing: bool
+    ) -> Outcome:
+        policy = self.policy
         outcome = Outcome()
-        budget = AttemptBudget(self.max_attempts)
-        params = dict(self.prompt.params)
+        budget = AttemptBudget(policy.max_attempts)
+        budget.used = state.attempts
         mode = self.probe.mode
-        messages = self.render(text, title, mode)
-        length_retries = self._length_retries
         while True:
+            messages, params = policy.request(state, self.render(text, title, mode))
             try:
                 reply = await self.client.chat(
                     messages,
@@ -163,49 +163,36 @@ class ItemTagger:
                     on_reply=self.probe.release if probing else None,
                 )
             except FormatRejected as exc:
+                state = state.sent(budget.used - state.attempts)
                 self.probe.downgrade(mode, str(exc))
-                if self.probe.mode is mode or budget.remaining <= 0:
-                    return self._fail(outcome, f"server rejected {mode.value}: {exc}")
+                if self.probe.mode is mode or not policy.can_send(state):
+                    return _ended(outcome, state, f"server rejected {mode.value}: {exc}")
                 mode = self.probe.mode
-                messages = self.render(text, title, mode)
                 continue
-            except RequestFailed as exc:
-                return self._fail(outcome, exc.reason)
+            except RequestFailed as exc:  # the client's retries are spent, or pointless
+                state = state.sent(budget.used - state.attempts)
+                decision = policy.on_failure(state, Failure(exc.reason, retryable=False))
+                return _ended(outcome, decision.state, decision.reason)
+            state = state.sent(budget.used - state.attempts)
             self.probe.settle()
             outcome.mode = mode
-            outcome.usage += reply.usage
-            if reply.finish_reason == "length":
-                limit = params.get("max_tokens")
-                if length_retries > 0 and budget.remaining > 0 and isinstance(limit, int):
-                    length_retries -= 1
-                    params["max_tokens"] = limit * 2
-                    log.info(
-                        "answer cut off at max_tokens=%d: asking again with %d", limit, limit * 2
-                    )
-                    continue
-                # The prompt's own value: that is the number the user can change.
-                asked = self.prompt.params.get("max_tokens")
-                return self._fail(outcome, cut_off_problem(asked, asked_again=limit != asked))
-            try:
-                outcome.answer = check_answer(
-                    reply.content, self.answer_model, problem=reply.problem
-                )
-            except InvalidAnswer as exc:
-                problems = str(exc)
-                if outcome.repairs < self.repair_turns and budget.remaining > 0:
-                    outcome.repairs += 1
-                    log.info("invalid answer, repair turn %d: %s", outcome.repairs, problems)
-                    messages = repair_messages(messages, reply.content, problems)
-                    continue
-                return self._fail(
-                    outcome,
-                    f"invalid answer after {outcome.repairs} repair turn(s): {problems}",
-                )
-            area = outcome.answer.get("task_area")
-            outcome.confidence = area_confidence(reply.logprobs, self.taxonomy.ids, area)
-            return outcome
+            decision = policy.on_reply(state, reply)
+            state = decision.state
+            if decision.action is Action.OK:
+                outcome.served_model = reply.model  # who answered (as a batch answer records it)
+                outcome.answer = decision.answer
+                outcome.confidence = decision.confidence
+                return _ended(outcome, state, None)
+            if decision.action is Action.FAIL:
+                return _ended(outcome, state, decision.reason)
+            if decision.action is Action.REPAIR:
+                log.info("invalid answer, repair turn %d: %s", state.repairs, decision.reason)
+            else:
+                log.info("answer %s", decision.reason)
 
-    @staticmethod
-    def _fail(outcome: Outcome, reason: str) -> Outcome:
-        outcome.error = reason
-        return outcome
+
+def _ended(outcome: Outcome, state: ItemState, error: str | None) -> Outcome:
+    outcome.error = error
+    outcome.usage = state.usage
+    outcome.repairs = state.repairs
+    return outcome

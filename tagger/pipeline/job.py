@@ -1,29 +1,27 @@
-"""Wire a run together: plan, client, cache, runner, signals, output and manifest."""
+"""Wire a run together: plan, client, cache, runner, output and manifest (no signals, no gc:
+those are the CLI's, tagger.cli.job)."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
-import gc
-import signal
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tagger import __version__
+from tagger.__version__ import __version__
 from tagger.config import RunConfig
 from tagger.errors import ConfigError
-from tagger.files.abstracts import InputScan, iter_abstracts
+from tagger.files.abstracts import InputScan
 from tagger.files.outfile import OutputFile
-from tagger.files.rows import JsonlWriter
+from tagger.files.rows import JsonlWriter, RowWriter
 from tagger.pipeline.cache import AnswerCache
 from tagger.pipeline.item import ItemTagger, ModeProbe
-from tagger.pipeline.live import LiveRunner, RunStats
+from tagger.pipeline.live import LiveRunner
 from tagger.pipeline.progress import ProgressSink
-from tagger.pipeline.request import render_messages
+from tagger.pipeline.request import render_messages, request_rules
+from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable, count_text_tokens, estimate_tokens
 from tagger.prompting.plan import RunPlan
 from tagger.redact import public_url
@@ -31,8 +29,6 @@ from tagger.sending.client import LLMClient
 from tagger.sending.gate import SendGate, SpendGuard
 from tagger.sending.local import watch_for_slow_answers
 from tagger.usage import NO_USAGE, Usage
-
-STOP_GRACE_SECONDS = 10.0  # in-flight requests get this long to finish after Ctrl-C
 
 
 @dataclass(frozen=True)
@@ -45,6 +41,11 @@ class DryRunReport:
     first_messages: list[dict[str, str]]
     usage: Usage  # estimated
     cost: float | None
+    model: str = ""
+    price_row: str | None = None  # the prices row the cost came from (None: not priced)
+    price_note: str = ""  # that row's date and source, or the closest priced names
+    service_tier: str = "default"
+    request_rules: str = ""  # how the prompt's [params] go to this model
 
 
 def require_key(config: RunConfig) -> None:
@@ -71,7 +72,9 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
     cached = 0
     usage = NO_USAGE
     mode = config.mode or ModeProbe(None).mode
-    for abstract in iter_abstracts(scan.files):
+    rules = request_rules(config.client, plan.prompt.params)
+    reasoning = rules.expected_reasoning_tokens
+    for abstract in scan.abstracts():
         key = plan.item_key(abstract)  # de-duplicated as the runner and the cache do
         if key in seen:
             continue
@@ -83,19 +86,38 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
             plan.prompt, plan.taxonomy, plan.schema, abstract.text, abstract.title, mode
         )
         first = first or messages
-        total = estimate_tokens(messages, plan.prompt.params)
+        total = estimate_tokens(messages, plan.prompt.params, reasoning)
         asked = sum(count_text_tokens(m["content"]) for m in messages)
-        usage += Usage(prompt_tokens=asked, completion_tokens=total - asked)
+        usage += Usage(
+            prompt_tokens=asked, completion_tokens=total - asked, reasoning_tokens=reasoning
+        )
     if cache is not None:
         cache.close()
+    model = config.client.model
+    tier = config.client.service_tier or "default"
     return DryRunReport(
         items=scan.count,
         unique=scan.unique,
         cached=cached,
         first_messages=first,
         usage=usage,
-        cost=prices.cost(config.client.model, usage),
+        cost=prices.cost(model, usage, flex=tier == "flex"),
+        model=model,
+        price_row=prices.entry(model),
+        price_note=price_note(prices, model),
+        service_tier=tier,
+        request_rules=rules.describe(),
     )
+
+
+def price_note(prices: PriceTable, model: str) -> str:
+    """Where a model's price comes from, or which priced names are closest to it."""
+    return prices.note(model)
+
+
+# Called with the runner once it exists, before anything is sent; returns its undo. The CLI
+# installs its Ctrl-C and SIGTERM handlers this way, the Python API its interrupt.
+RunnerHook = Callable[[LiveRunner], Callable[[], None]]
 
 
 async def run_job(
@@ -104,6 +126,8 @@ async def run_job(
     output: Path | None,
     progress: ProgressSink,
     prices: PriceTable,
+    *,
+    on_runner: RunnerHook | None = None,
 ) -> RunStats:
     """Tag every abstract of the scan and write output and manifest; returns the stats.
 
@@ -115,10 +139,14 @@ async def run_job(
     try:
         writer = target.writer if target else JsonlWriter(sys.stdout, "standard output")
         try:
-            stats, status, manifest = await _tag_all(config, scan, output, writer, progress, prices)
+            stats, manifest = await tag_into(
+                config, scan, writer, progress, prices, output=output, on_runner=on_runner
+            )
             if target is None:
                 writer.flush()
-            elif not target.settle(manifest, complete=status == "complete", ok=stats.ok):
+            elif not target.settle(
+                manifest, complete=manifest["status"] == "complete", ok=stats.ok
+            ):
                 stats.kept_output = str(target.partial)
         except BaseException:
             if target is not None:
@@ -130,91 +158,55 @@ async def run_job(
             target.release()
 
 
-async def _tag_all(
+async def tag_into(
     config: RunConfig,
     scan: InputScan,
-    output: Path | None,
-    writer: JsonlWriter,
+    writer: RowWriter,
     progress: ProgressSink,
     prices: PriceTable,
-) -> tuple[RunStats, str, dict[str, Any]]:
-    """Run every abstract through the tagger into writer; the stats, status and manifest."""
+    *,
+    output: Path | None = None,
+    on_runner: RunnerHook | None = None,
+) -> tuple[RunStats, dict[str, Any]]:
+    """Run every abstract through the tagger into writer, in input order: stats and manifest.
+
+    `output` is only what the manifest names as the output file ("-" for None).
+    """
     plan = RunPlan.load(config)
     guard = _guard(config, prices)
     cache = open_cache(config)
     gate = SendGate(config.client.rpm, config.client.tpm, config.concurrency, guard)
-    client = LLMClient(config.client, gate)
+    client = LLMClient(config.client, gate, request_rules(config.client, plan.prompt.params))
     watch_for_slow_answers(client, config, scan.unique)
-    tagger = ItemTagger(
-        client=client, probe=ModeProbe(config.mode), **ItemTagger.plan_settings(plan)
-    )
+    tagger = ItemTagger.for_plan(plan, client, ModeProbe(config.mode))
     runner = LiveRunner(plan, tagger, client, cache, writer, progress, prices)
     started = dt.datetime.now(dt.UTC)
-    restore = _install_stop_handlers(runner)
+    undo = on_runner(runner) if on_runner is not None else None
     try:
-        with _fewer_gc_pauses():
-            stats = await runner.run(iter_abstracts(scan.files))
+        stats = await runner.run(scan.abstracts())
     finally:
-        restore()
+        if undo is not None:
+            undo()
         await client.aclose()
         if cache is not None:
             cache.close()
     status = "interrupted" if stats.interrupted else "stopped" if stats.stop_reason else "complete"
-    return stats, status, build_manifest(config, plan, scan, output, stats, status, started)
-
-
-@contextmanager
-def _fewer_gc_pauses() -> Iterator[None]:
-    """Freeze start-up objects and collect young garbage less often while the run goes."""
-    # The SDK and pydantic leave ~150k long-lived objects that every full collection rescans;
-    # measured: this cuts tagger's own CPU per abstract by about a fifth.
-    threshold = gc.get_threshold()
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(20_000, 20, 20)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*threshold)
-        gc.unfreeze()
+    return stats, build_manifest(config, plan, scan, output, stats, status, started)
 
 
 def _guard(config: RunConfig, prices: PriceTable) -> SpendGuard | None:
     if config.max_requests is None and config.max_cost is None:
         return None
     model = config.client.model
-    if config.max_cost is not None and prices.price(model) is None:
+    flex = config.client.service_tier == "flex"
+    priced = prices.flex_price(model) if flex else prices.price(model)
+    if config.max_cost is not None and priced is None:
         raise ConfigError(
             f"--max-cost needs a price for model '{model}': add it to a --prices file"
         )
-    return SpendGuard(config.max_requests, config.max_cost, lambda used: prices.cost(model, used))
-
-
-def _install_stop_handlers(runner: LiveRunner) -> Any:
-    """Ctrl-C / SIGTERM: stop sending, let in-flight requests finish briefly, write what is done."""
-    loop = asyncio.get_running_loop()
-
-    def on_signal(signum: int) -> None:
-        if runner.interrupted:
-            runner.cancel_inflight()  # a second Ctrl-C: do not wait any longer
-            return
-        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-        runner.request_stop(f"interrupted ({name})", interrupted=True)
-        loop.call_later(STOP_GRACE_SECONDS, runner.cancel_inflight)
-
-    installed = []
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(signum, on_signal, signum)
-            installed.append(signum)
-        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or Windows
-            pass
-
-    def restore() -> None:
-        for signum in installed:
-            loop.remove_signal_handler(signum)
-
-    return restore
+    return SpendGuard(
+        config.max_requests, config.max_cost, lambda used: prices.cost(model, used, flex=flex)
+    )
 
 
 def build_manifest(
@@ -264,7 +256,9 @@ def _stats_fields(stats: RunStats) -> dict[str, Any]:
 
 def summarise(stats: RunStats) -> Sequence[tuple[str, str]]:
     """Label/value pairs for the end-of-run table."""
-    cost = "n/a (unknown model price)" if stats.cost is None else f"${stats.cost:.4f}"
+    cost = f"${stats.cost:.4f}" if stats.cost is not None else "n/a (unknown model price)"
+    if stats.cost is None and stats.price_note:
+        cost = f"n/a: {stats.price_note}"
     rows = [
         ("items", str(stats.items)),
         ("ok", str(stats.ok)),
@@ -274,15 +268,26 @@ def summarise(stats: RunStats) -> Sequence[tuple[str, str]]:
         ("requests", str(stats.requests)),
         ("retries", str(stats.retries)),
         ("repairs", str(stats.repairs)),
-        (
-            "tokens",
-            f"{stats.usage.prompt_tokens} in ({stats.usage.cached_input_tokens} cached) / "
-            f"{stats.usage.completion_tokens} out",
-        ),
+        ("tokens", describe_tokens(stats.usage)),
         ("estimated cost", cost),
         ("mode", stats.mode or "-"),
         ("time", f"{stats.duration:.1f} s"),
     ]
+    if stats.service_tiers:
+        rows.append(("service tier", ", ".join(stats.service_tiers)))
+    if stats.served_models:
+        rows.append(("answered by", ", ".join(stats.served_models[:3])))
     if stats.stop_reason:
         rows.append(("stopped", stats.stop_reason))
     return rows
+
+
+def describe_tokens(usage: Usage) -> str:
+    """'N in (C cached) / M out (of which R reasoning)'."""
+    text = (
+        f"{usage.prompt_tokens} in ({usage.cached_input_tokens} cached) / "
+        f"{usage.completion_tokens} out"
+    )
+    if usage.reasoning_tokens:
+        text += f" (of which {usage.reasoning_tokens} reasoning)"
+    return text

@@ -1,12 +1,13 @@
-"""The batch runner: cache, concurrency, order, output, stats; one line out per abstract in."""
+"""The live runner: cache, concurrency, order, output, stats; one line out per abstract in."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Protocol
 
 from tagger.errors import (
     BudgetExceeded,
@@ -17,41 +18,29 @@ from tagger.errors import (
     UsageError,
 )
 from tagger.files.abstracts import Abstract
-from tagger.files.rows import JsonlWriter, build_row
+from tagger.files.rows import RowWriter, build_row
 from tagger.pipeline.cache import AnswerCache, entry_outcome, outcome_entry
 from tagger.pipeline.commits import GroupCommit
-from tagger.pipeline.item import ItemTagger
+from tagger.pipeline.item import ProbeSnapshot
 from tagger.pipeline.outcome import Outcome, Status
 from tagger.pipeline.progress import LiveCounts, ProgressSink, stop_advice
+from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.sending.client import LLMClient
-from tagger.usage import NO_USAGE, Usage
+from tagger.usage import NO_USAGE
 
 
-@dataclass
-class RunStats:
-    """Counts and totals of one run."""
+class AbstractTagger(Protocol):
+    """What answers one abstract for the runner: the live tagger, or a batch's leftovers."""
 
-    items: int = 0
-    ok: int = 0
-    failed: int = 0
-    not_run: int = 0  # rows written without an answer because the run stopped (not failures)
-    cached: int = 0
-    requests: int = 0
-    retries: int = 0
-    repairs: int = 0
-    usage: Usage = NO_USAGE  # in the manifest as prompt_tokens, completion_tokens, ...
-    cost: float | None = 0.0
-    duration: float = 0.0
-    mode: str | None = None
-    mode_fallbacks: list[str] = field(default_factory=list)
-    stop_reason: str | None = None
-    stop_advice: str | None = None
-    interrupted: bool = False
-    rate_limit_pause: float = 0.0
-    learned_limits: list[str] = field(default_factory=list)
-    kept_output: str | None = None  # where this run's rows are when the old output was kept
+    async def tag_abstract(self, abstract: Abstract, key: str) -> Outcome:
+        """The outcome for one abstract (key: its cache key); never raises for its failures."""
+        ...
+
+    def snapshot(self) -> ProbeSnapshot:
+        """The mode settled on and the fallbacks taken, for the run's stats."""
+        ...
 
 
 @dataclass
@@ -69,10 +58,10 @@ class LiveRunner:
     def __init__(
         self,
         plan: RunPlan,
-        tagger: ItemTagger,
+        tagger: AbstractTagger,
         client: LLMClient,
         cache: AnswerCache | None,
-        writer: JsonlWriter,
+        writer: RowWriter,
         progress: ProgressSink,
         prices: PriceTable,
     ) -> None:
@@ -92,6 +81,7 @@ class LiveRunner:
         self._inflight: dict[str, asyncio.Future[Outcome]] = {}
         self._refreshed: set[str] = set()
         self._run_fields = plan.run_fields()
+        self._errors: Counter[str] = Counter()  # failed rows' reasons, for the top three
 
     def request_stop(self, reason: str, *, interrupted: bool = False, limit: bool = False) -> None:
         """Stop sending new requests; the rest of the rows are written as not run."""
@@ -179,9 +169,10 @@ class LiveRunner:
         return entry_outcome(self.cache.get(key))
 
     async def _tag_and_store(self, abstract: Abstract, key: str) -> Outcome:
-        outcome = await self.tagger.tag(abstract.text, abstract.title)
+        outcome = await self.tagger.tag_abstract(abstract, key)
         # Spend is counted on completion, not when the row is written, so budgets see it early.
-        self.stats.usage += outcome.usage
+        if not outcome.prepaid:
+            self.stats.usage += outcome.usage
         self.stats.repairs += outcome.repairs
         if outcome.status is Status.OK and self.commits is not None:
             try:
@@ -210,8 +201,12 @@ class LiveRunner:
     def _on_answer(self, task: asyncio.Future[Outcome]) -> None:
         self.progress.answered(self._result_of(task).status)
 
-    def _cost(self) -> float | None:
-        return self.prices.cost(self.config.client.model, self.stats.usage)
+    def _cost(self, served: tuple[str, ...]) -> float | None:
+        # Priced by the model the server says answered, when it names one (a local server that
+        # ignores --model is no OpenAI model, and costs n/a), else by the one asked for.
+        model = served[0] if len(served) == 1 else self.config.client.model
+        flex = self.config.client.service_tier == "flex"
+        return self.prices.cost(model, self.stats.usage, flex=flex)
 
     def _write(self, item: _Pending) -> None:
         outcome = self._result(item)
@@ -228,6 +223,7 @@ class LiveRunner:
             usage=NO_USAGE if item.shared else outcome.usage,
             confidence=outcome.confidence,
             batch_id=outcome.batch_id,
+            served_model=outcome.served_model,
         )
         self.writer.write(row)
         stats = self.stats
@@ -235,6 +231,8 @@ class LiveRunner:
         status = outcome.status
         stats.ok += status is Status.OK
         stats.failed += status is Status.FAILED
+        if status is Status.FAILED and outcome.error:
+            self._errors[" ".join(outcome.error.split())[:200]] += 1
         stats.not_run += status is Status.NOT_RUN
         stats.cached += item.cached
         self.progress.written(row)
@@ -267,7 +265,21 @@ class LiveRunner:
         sent, mode = self.client.snapshot(), self.tagger.snapshot()
         stats.requests = sent.requests
         stats.retries = sent.retries
-        stats.cost = self._cost()
+        stats.cost = self._cost(sent.served_models)
+        if stats.cost is None:
+            served = sent.served_models
+            stats.price_note = self.prices.note(
+                served[0] if len(served) == 1 else self.config.client.model
+            )
+        stats.request_rules = sent.rules
+        stats.adaptations = list(sent.adaptations)
+        stats.served_models = list(sent.served_models)
+        stats.service_tiers = list(sent.service_tiers)
+        if self.config.client.logprobs and not sent.logprobs:
+            stats.confidence_note = "no task_area_confidence: the model returns no logprobs"
+        stats.top_errors = [
+            {"reason": reason, "count": count} for reason, count in self._errors.most_common(3)
+        ]
         stats.mode = mode.mode
         stats.mode_fallbacks = list(mode.fallbacks)
         stats.stop_reason = self.stop_reason

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tagger.pipeline.outcome import Status
 
 if TYPE_CHECKING:
-    from tagger.pipeline.live import RunStats
+    from tagger.files.rows import Row
+    from tagger.pipeline.stats import RunStats
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class ProgressSink(Protocol):
     def answered(self, status: Status) -> None:
         """One abstract's outcome is in: ok, failed, or not run (left by a stop)."""
 
-    def written(self, row: dict[str, Any]) -> None:
+    def written(self, row: Row) -> None:
         """One more row written, in input order."""
 
     def finished(self, stats: RunStats) -> None:
@@ -46,7 +47,7 @@ class SilentProgress:
     def answered(self, status: Status) -> None:
         """Nothing to show."""
 
-    def written(self, row: dict[str, Any]) -> None:
+    def written(self, row: Row) -> None:
         """Nothing to show."""
 
     def finished(self, stats: RunStats) -> None:

@@ -46,9 +46,19 @@ def repair_messages(
     ]
 
 
-def cut_off_problem(max_tokens: object, *, asked_again: bool) -> str:
-    """The failure for an answer the server cut off (finish_reason=length) at max_tokens."""
+def cut_off_problem(max_tokens: object, *, asked_again: bool, reasoning: int = 0) -> str:
+    """The failure for an answer the server cut off (finish_reason=length) at max_tokens.
+
+    reasoning: the reasoning tokens of a reply that came back empty: the model thought until
+    the limit and never answered.
+    """
     retried = ", also when asked again with twice that" if asked_again else ""
+    if reasoning:
+        return (
+            f"no answer: reasoning used up the token budget ({reasoning} reasoning tokens, "
+            f"max_tokens={max_tokens}, finish_reason=length{retried}): lower --reasoning-effort "
+            "or raise max_tokens in the prompt's [params]"
+        )
     return (
         f"answer cut off at max_tokens={max_tokens} (finish_reason=length{retried}): "
         "raise max_tokens in the prompt's [params]"

@@ -47,15 +47,19 @@ def _case_piece(piece: str) -> str:
     return piece if sum(ch.isupper() for ch in piece) >= 2 else piece.lower()
 
 
-def normalise_tag(tag: str, synonyms: Synonyms | None = None) -> str:
-    """Clean a method tag: whitespace, quotes, trailing punctuation, case, then synonyms."""
+def normalise_tag(tag: str, synonyms: Synonyms | None = None, *, keep_case: bool = False) -> str:
+    """Clean a method tag: whitespace, quotes, trailing punctuation, case, then synonyms.
+
+    keep_case leaves the case as written (a reviewer's "conditional Poisson sampling").
+    """
     text = " ".join(tag.split())
     previous = None
     while previous != text:
         previous = text
         text = _BULLET_RE.sub("", text.strip().strip(_QUOTES).rstrip(_TRAILING_PUNCT)).strip()
-    words = ("".join(_case_piece(p) for p in _PIECE_SPLIT_RE.split(w)) for w in text.split())
-    text = " ".join(words)
+    if not keep_case:
+        words = ("".join(_case_piece(p) for p in _PIECE_SPLIT_RE.split(w)) for w in text.split())
+        text = " ".join(words)
     if text and synonyms is not None:
         text = synonyms.canonical(text)
     return text
@@ -68,16 +72,17 @@ def clean_summary(value: str) -> str:
         raise ValueError("must not be empty")
     words = len(text.split())
     if words > SUMMARY_WORD_LIMIT:
-        raise ValueError(f"has {words} words; write one line of at most {MAX_SUMMARY_WORDS} words")
+        # The number validation enforces is the one a message may name: never the prompt's.
+        raise ValueError(f"has {words} words; write one line of at most {SUMMARY_WORD_LIMIT} words")
     return text
 
 
-def clean_tags(tags: list[str], synonyms: Synonyms | None) -> list[str]:
+def clean_tags(tags: list[str], synonyms: Synonyms | None, *, keep_case: bool = False) -> list[str]:
     """Normalised, de-duplicated tags; ValueError says what is wrong (too long, none left)."""
     cleaned: list[str] = []
     seen: set[str] = set()
     for raw in tags:
-        tag = normalise_tag(raw, synonyms)
+        tag = normalise_tag(raw, synonyms, keep_case=keep_case)
         key = synonym_key(tag)
         if not key or key in seen:
             continue

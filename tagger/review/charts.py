@@ -1,16 +1,28 @@
-"""Native spreadsheet charts and heatmaps for XLSX outputs (openpyxl; no images)."""
+"""Native spreadsheet charts and heatmaps for XLSX outputs (openpyxl; no images).
+
+Charts are sized so every category label shows: bars run horizontally, labels on the left,
+the chart grows with its number of categories, and count axes step by whole numbers.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
+from tagger.files.sheetlayout import fit_width, nice_step, print_setup
 from tagger.files.sheets import cell_text
 
 TOP_TAGS = 15
 HEATMAP_LOW, HEATMAP_HIGH = "FFFFFF", "F8696B"  # white → red: the more rows, the hotter
-_CHART_WIDTH, _CHART_HEIGHT = 18.0, 9.0  # cm
+CHART_WIDTH = 18.0  # cm
+# A horizontal bar chart needs about this much height per category for a readable label, plus
+# room for the title and the value axis.
+CM_PER_CATEGORY, CHART_FRAME = 0.6, 3.0
+MIN_CHART_HEIGHT = 7.5
+ROW_CM = 0.53  # a default 15 pt row
+# Points of rotated header per character of a heatmap label.
+_ROTATED_POINTS_PER_CHAR = 6.5
 
 
 def put(sheet: Any, row: int, column: int, value: Any, *, bold: bool = False) -> None:
@@ -29,22 +41,38 @@ def put(sheet: Any, row: int, column: int, value: Any, *, bold: bool = False) ->
         cell.font = Font(bold=True)
 
 
-def _bar_chart(title: str, y_title: str, *, horizontal: bool = False) -> Any:
+def chart_height(categories: int) -> float:
+    """Height (cm) of a horizontal bar chart that shows every one of its category labels."""
+    return max(MIN_CHART_HEIGHT, CM_PER_CATEGORY * categories + CHART_FRAME)
+
+
+def bar_chart(title: str, value_title: str, *, horizontal: bool, categories: int) -> Any:
+    """A bar chart with both axes shown, every category label drawn, sized for them."""
     from openpyxl.chart import BarChart
 
     chart = BarChart()
     chart.type = "bar" if horizontal else "col"
     chart.title = title
-    chart.y_axis.title = y_title
+    chart.y_axis.title = value_title
     chart.legend = None
-    chart.width, chart.height = _CHART_WIDTH, _CHART_HEIGHT
+    chart.width = CHART_WIDTH
+    chart.height = chart_height(categories) if horizontal else MIN_CHART_HEIGHT + 1.5
     # openpyxl 3.1 marks axes deleted unless told: Excel would draw bars without any scale.
     chart.x_axis.delete = False
     chart.y_axis.delete = False
+    chart.x_axis.tickLblSkip = 1  # every label, never every other one
+    chart.x_axis.tickMarkSkip = 1
     return chart
 
 
-def _add_series(
+def count_axis(chart: Any, largest: float) -> None:
+    """Whole-number steps from 0 on the value axis of a chart of counts."""
+    chart.y_axis.scaling.min = 0
+    chart.y_axis.majorUnit = nice_step(largest)
+    chart.y_axis.number_format = "0"
+
+
+def add_series(
     chart: Any, sheet: Any, title: str, columns: tuple[int, int], rows: tuple[int, int]
 ) -> None:
     """One series named title: values in columns[0], category labels in columns[1], rows a..b."""
@@ -72,217 +100,47 @@ def add_count_charts(book: Any) -> None:
         rows = [r for r, k in enumerate(kinds, start=2) if k == kind][:limit]
         if not rows:
             continue
-        chart = _bar_chart(title, "abstracts", horizontal=kind == "method_tag")
-        _add_series(chart, sheet, "abstracts", (3, 2), (rows[0], rows[-1]))
-        if kind == "method_tag":
-            chart.x_axis.scaling.orientation = "maxMin"  # most used on top
+        chart = bar_chart(title, "abstracts", horizontal=True, categories=len(rows))
+        add_series(chart, sheet, "abstracts", (3, 2), (rows[0], rows[-1]))
+        count_axis(chart, max(sheet.cell(row=r, column=3).value or 0 for r in rows))
+        chart.x_axis.scaling.orientation = "maxMin"  # most used on top
         sheet.add_chart(chart, f"E{anchor_row}")
-        anchor_row += 20
+        anchor_row += math.ceil(chart.height / ROW_CM) + 2
 
 
 def heatmap(
     sheet: Any, labels_rows: Sequence[str], labels_columns: Sequence[str], counts: Any, corner: str
 ) -> None:
-    """A count table (rows × columns, counts[row][column]) coloured by a 2-colour scale."""
+    """A count table (rows × columns, counts[row][column]) coloured by a 2-colour scale.
+
+    Column labels are rotated so each shows in full over a narrow column; a zero count is an
+    empty cell, so the eye goes to where rows are.
+    """
     from openpyxl.formatting.rule import ColorScaleRule
+    from openpyxl.styles import Alignment
     from openpyxl.utils import get_column_letter
 
     put(sheet, 1, 1, corner, bold=True)
+    sheet.cell(row=1, column=1).alignment = Alignment(vertical="bottom", wrap_text=True)
+    rotated = Alignment(text_rotation=90, horizontal="center", vertical="bottom")
     for c, label in enumerate(labels_columns, start=2):
         put(sheet, 1, c, label, bold=True)
+        sheet.cell(row=1, column=c).alignment = rotated
     for r, row_label in enumerate(labels_rows, start=2):
         put(sheet, r, 1, row_label, bold=True)
         for c, column_label in enumerate(labels_columns, start=2):
-            put(sheet, r, c, int(counts.get(row_label, {}).get(column_label, 0)))
-    sheet.column_dimensions["A"].width = 28
+            count = int(counts.get(row_label, {}).get(column_label, 0))
+            put(sheet, r, c, count or None)
+    sheet.column_dimensions["A"].width = fit_width(corner, labels_rows, 45)
+    widest = max((len(str(label)) for label in labels_columns), default=0)
+    sheet.row_dimensions[1].height = min(409.0, max(30.0, widest * _ROTATED_POINTS_PER_CHAR + 8))
     for c in range(2, len(labels_columns) + 2):
-        sheet.column_dimensions[get_column_letter(c)].width = 14
+        sheet.column_dimensions[get_column_letter(c)].width = 6
     sheet.freeze_panes = "B2"
+    print_setup(sheet)
     if labels_rows and labels_columns:
         last = f"{get_column_letter(len(labels_columns) + 1)}{len(labels_rows) + 1}"
         rule = ColorScaleRule(
             start_type="min", start_color=HEATMAP_LOW, end_type="max", end_color=HEATMAP_HIGH
         )
         sheet.conditional_formatting.add(f"B2:{last}", rule)
-
-
-def _table(sheet: Any, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    for c, name in enumerate(header, start=1):
-        put(sheet, 1, c, name, bold=True)
-    for r, values in enumerate(rows, start=2):
-        for c, value in enumerate(values, start=1):
-            put(sheet, r, c, value)
-    sheet.freeze_panes = "A2"
-    sheet.column_dimensions["A"].width = 30
-
-
-def _interval(value: Any) -> tuple[Any, Any]:
-    return (value[0], value[1]) if value else (None, None)
-
-
-def metric_rows(report: dict[str, Any]) -> list[list[Any]]:
-    """(metric, value, 95% low, 95% high, note) rows of an eval report."""
-    area, tags = report["task_area"], report["method_tags"]
-    rows: list[list[Any]] = [
-        [
-            "gold ids in run",
-            report["coverage"]["found"],
-            None,
-            None,
-            f"of {report['coverage']['gold']}",
-        ],
-        ["task-area accuracy", area["accuracy"], *_interval(area.get("interval")), "Wilson"],
-    ]
-    for name, label in (
-        ("precision", "tag precision"),
-        ("recall", "tag recall"),
-        ("f1", "tag F1 (micro)"),
-        ("macro_f1", "tag F1 (macro)"),
-    ):
-        rows.append(
-            [label, tags[name], *_interval((tags.get("intervals") or {}).get(name)), "bootstrap"]
-        )
-    population = report.get("population")
-    if population:
-        accuracy = population["accuracy"]
-        rows.append(
-            [
-                "run estimate: task-area accuracy",
-                accuracy["value"],
-                *_interval(accuracy["interval"]),
-                population["note"],
-            ]
-        )
-        for name, label in (
-            ("precision", "tag precision"),
-            ("recall", "tag recall"),
-            ("f1", "tag F1 (micro)"),
-        ):
-            value = population["method_tags"][name]
-            bounds = _interval(population["method_tags"]["intervals"].get(name))
-            rows.append([f"run estimate: {label}", value, *bounds, "re-weighted, bootstrap"])
-    return rows
-
-
-def add_confidence_sheet(book: Any, confidence: dict[str, Any], name: str = "confidence") -> None:
-    """Accuracy by confidence band, as a table and a column chart; then the review effort."""
-    sheet = book.create_sheet(name)
-    header = (
-        "band",
-        "gold rows",
-        "correct",
-        "accuracy",
-        "95% low",
-        "95% high",
-        "mean confidence",
-        "run rows",
-    )
-    bands = confidence["bands"]
-    _table(
-        sheet,
-        header,
-        [
-            [
-                b["band"],
-                b["gold"],
-                b["correct"],
-                b["accuracy"],
-                *_interval(b["interval"]),
-                b["mean_confidence"],
-                b["run_rows"],
-            ]
-            for b in bands
-        ],
-    )
-    for r in range(2, len(bands) + 2):
-        for c in (4, 5, 6, 7):
-            sheet.cell(row=r, column=c).number_format = "0.0%"
-    chart = _bar_chart("Task-area accuracy by confidence band", "accuracy")
-    chart.y_axis.scaling.min, chart.y_axis.scaling.max = 0.0, 1.0
-    chart.y_axis.number_format = "0%"
-    _add_series(chart, sheet, "accuracy", (4, 1), (2, len(bands) + 1))
-    sheet.add_chart(chart, "J2")
-    effort = confidence["review_effort"]
-    start = len(bands) + 4
-    put(sheet, start, 1, "to catch this share of task-area errors", bold=True)
-    for c, name in enumerate(
-        ("read rows with confidence ≤", "rows to read", "share of run"), start=2
-    ):
-        put(sheet, start, c, name, bold=True)
-    for r, item in enumerate(effort, start=start + 1):
-        for c, value in enumerate(
-            (item["share"], item["threshold"], item["rows"], item["run_share"]), start=1
-        ):
-            put(sheet, r, c, value)
-
-
-def write_eval_book(path: Path, report: dict[str, Any]) -> None:
-    """An eval report as XLSX: metrics with intervals, confusion heatmap, confidence bands."""
-    from openpyxl import Workbook
-
-    from tagger.errors import UsageError
-
-    book = Workbook()
-    metrics = book.active
-    metrics.title = "metrics"
-    rows = metric_rows(report)
-    _table(metrics, ("metric", "value", "95% low", "95% high", "how"), rows)
-    for r, row in enumerate(rows[1:], start=3):  # row 2 is a count
-        for c in (2, 3, 4):
-            metrics.cell(row=r, column=c).number_format = (
-                "0.0%" if "accuracy" in row[0] else "0.000"
-            )
-    metrics.column_dimensions["E"].width = 60
-    labels = report["task_area"]["labels"]
-    confusion = book.create_sheet("confusion")
-    heatmap(confusion, labels, labels, report["task_area"]["confusion"], "gold \\ predicted")
-    if report.get("confidence"):
-        add_confidence_sheet(book, report["confidence"])
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        book.save(path)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot write ({exc.strerror or exc})") from exc
-
-
-def add_compare_sheets(report: dict[str, Any], book: Any) -> None:
-    """Task areas of A × B as a heatmap; with gold, each side's confusion heatmap and bands."""
-    moves: dict[str, dict[str, int]] = {}
-    for row in report["rows"]:
-        a, b = str(row["area_a"] or "(none)"), str(row["area_b"] or "(none)")
-        moves.setdefault(a, {})[b] = moves.get(a, {}).get(b, 0) + 1
-    rows_a = sorted(moves)
-    columns_b = sorted({b for targets in moves.values() for b in targets})
-    heatmap(book.create_sheet("areas A×B"), rows_a, columns_b, moves, "A \\ B")
-    for side in ("a", "b"):
-        evaluation = report.get(f"eval_{side}")
-        if evaluation:
-            labels = evaluation["task_area"]["labels"]
-            sheet = book.create_sheet(f"confusion {side.upper()}")
-            heatmap(
-                sheet, labels, labels, evaluation["task_area"]["confusion"], "gold \\ predicted"
-            )
-            if evaluation.get("confidence"):
-                add_confidence_sheet(book, evaluation["confidence"], f"confidence {side.upper()}")
-
-
-def add_design_sheet(book: Any, design: dict[str, Any]) -> None:
-    """How a sample was drawn, on a sheet `design`: settings, then each stratum."""
-    sheet = book.create_sheet("design")
-    settings = [(k, v) for k, v in design.items() if k != "strata"]
-    put(sheet, 1, 1, "setting", bold=True)
-    put(sheet, 1, 2, "value", bold=True)
-    for r, (key, value) in enumerate(settings, start=2):
-        put(sheet, r, 1, key)
-        shown = "; ".join(map(str, value)) if isinstance(value, list) else value
-        put(sheet, r, 2, shown if not isinstance(shown, bool) else str(shown).lower())
-    start = len(settings) + 3
-    for c, name in enumerate(("stratum", "population", "sample", "probability"), start=1):
-        put(sheet, start, c, name, bold=True)
-    for r, stratum in enumerate(design["strata"], start=start + 1):
-        put(sheet, r, 1, stratum["stratum"])
-        put(sheet, r, 2, stratum["population"])
-        put(sheet, r, 3, stratum["sample"])
-        put(sheet, r, 4, stratum["sample"] / stratum["population"])
-    sheet.column_dimensions["A"].width = 28
-    sheet.column_dimensions["B"].width = 40

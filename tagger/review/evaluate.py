@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tagger.prompting.schema import MAX_SUMMARY_WORDS, normalise_tag
 from tagger.prompting.taxonomy import Synonyms, synonym_key
 from tagger.review.errorbars import error_bars
 from tagger.review.errorbars import scored as score_item
-from tagger.review.stats import Scored
+from tagger.review.stats import Scored, tag_macro_f1
 
 # tagger's automatic ids: 24 hex digits of a sha256; earlier versions wrote its first 12.
 _AUTO_ID_RE = re.compile(r"[0-9a-f]{24}")
@@ -19,18 +21,6 @@ _OLD_ID_RE = re.compile(r"[0-9a-f]{12}")
 _OLD_ID_DIGITS = 12
 # Openers that waste the one line a summary has on saying it is a paper.
 _OPENER_RE = re.compile(r"^\s*(?:this paper|this work|in this paper|in this work|we)\b", re.I)
-# (metric path, label, higher is better) for the compare --gold verdicts.
-METRICS = (
-    ("coverage.found", "gold ids in run", True),
-    ("task_area.accuracy", "task-area accuracy", True),
-    ("method_tags.precision", "tag precision", True),
-    ("method_tags.recall", "tag recall", True),
-    ("method_tags.f1", "tag F1 (micro)", True),
-    ("method_tags.macro_f1", "tag F1 (macro)", True),
-    ("summary.one_line", "summaries on one line", True),
-    ("summary.over_limit", f"summaries over {MAX_SUMMARY_WORDS} words", False),
-    ("summary.bad_opener", 'summaries opening "This paper…"', False),
-)
 
 
 def index_rows(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -103,37 +93,64 @@ def summary_checks(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+@dataclass
+class GoldScoring:
+    """Gold rows matched to a run: which were found, which scored (ok), each scored item."""
+
+    matched: list[tuple[dict[str, Any], str | None]]
+    found: list[tuple[dict[str, Any], dict[str, Any]]]
+    scored: list[tuple[dict[str, Any], dict[str, Any]]]
+    items: list[Scored]
+    whole_run: bool  # the scored gold rows are every ok row of the run
+
+
+def score_gold(
+    run: Sequence[dict[str, Any]], gold: Sequence[dict[str, Any]], synonyms: Synonyms | None
+) -> GoldScoring:
+    """Match gold rows to the run by id and score each one the run answered."""
+    index = IdIndex(run)
+    matched = [(g, index.find(g["id"])) for g in gold]
+    found = [(g, index.rows[key]) for g, key in matched if key is not None]
+    # In id order: the order of the gold file must not change any figure, to the last digit.
+    scored = sorted(
+        ((g, row) for g, row in found if row.get("status") == "ok"), key=lambda p: str(p[0]["id"])
+    )
+    items = [
+        score_item(
+            gold_row,
+            run_row,
+            tag_keys(gold_row.get("method_tags"), synonyms),
+            tag_keys(run_row.get("method_tags"), synonyms),
+        )
+        for gold_row, run_row in scored
+    ]
+    ok_ids = {ident for ident, row in index.rows.items() if row.get("status") == "ok"}
+    scored_ids = {str(row["id"]) for _, row in scored}
+    return GoldScoring(matched, found, scored, items, bool(ok_ids) and scored_ids == ok_ids)
+
+
 def evaluate(
     run: Sequence[dict[str, Any]], gold: Sequence[dict[str, Any]], synonyms: Synonyms | None
 ) -> dict[str, Any]:
     """Coverage, task-area accuracy and confusion, tag P/R/F1, summaries; with error bars."""
-    index = IdIndex(run)
-    matched = [(g, index.find(g["id"])) for g in gold]
-    found = [(g, index.rows[key]) for g, key in matched if key is not None]
-    scored = [(g, row) for g, row in found if row.get("status") == "ok"]
-    confusion: Counter[tuple[str, str]] = Counter()
-    correct = true_pos = n_pred = n_gold = 0
-    item_f1: list[float] = []
-    items: list[Scored] = []
-    for gold_row, run_row in scored:
-        expected, predicted = str(gold_row["task_area"]), str(run_row.get("task_area"))
-        confusion[(expected, predicted)] += 1
-        correct += expected == predicted
-        want = tag_keys(gold_row.get("method_tags"), synonyms)
-        got = tag_keys(run_row.get("method_tags"), synonyms)
-        hits = len(want & got)
-        true_pos, n_pred, n_gold = true_pos + hits, n_pred + len(got), n_gold + len(want)
-        item_f1.append(_f1(_ratio(hits, len(got)) or 0.0, _ratio(hits, len(want)) or 0.0) or 0.0)
-        items.append(score_item(gold_row, run_row, hits, len(got), len(want)))
+    scoring = score_gold(run, gold, synonyms)
+    items = scoring.items
+    confusion: Counter[tuple[str, str]] = Counter(
+        (str(g["task_area"]), str(row.get("task_area"))) for g, row in scoring.scored
+    )
+    correct = sum(i.correct for i in items)
+    true_pos = sum(i.true_pos for i in items)
+    n_pred, n_gold = sum(i.predicted for i in items), sum(i.gold for i in items)
     precision, recall = _ratio(true_pos, n_pred), _ratio(true_pos, n_gold)
     labels = sorted({area for pair in confusion for area in pair})
+    found, scored = scoring.found, scoring.scored
     report: dict[str, Any] = {
         "coverage": {
             "gold": len(gold),
             "found": len(found),
             "errored": len(found) - len(scored),
             "share": _ratio(len(found), len(gold)),
-            "missing": [g["id"] for g, key in matched if key is None],
+            "missing": [g["id"] for g, key in scoring.matched if key is None],
         },
         "task_area": {
             "evaluated": len(scored),
@@ -150,11 +167,12 @@ def evaluate(
             "precision": precision,
             "recall": recall,
             "f1": _f1(precision, recall),
-            "macro_f1": _ratio(sum(item_f1), len(item_f1)),
+            "abstract_f1": _ratio(math.fsum(i.f1 for i in items), len(items)),
+            "tag_macro_f1": tag_macro_f1(items, None),
         },
         "summary": summary_checks(run),
     }
-    error_bars(report, items, gold, run)
+    error_bars(report, items, gold, run, whole_run=scoring.whole_run)
     return report
 
 
@@ -163,21 +181,6 @@ def metric(report: dict[str, Any], path: str) -> float | None:
     section, key = path.split(".")
     value = report[section][key]
     return None if value is None else float(value)
-
-
-def winners(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per metric: A's value, B's value and "A", "B", "tie" or "n/a"."""
-    verdicts: list[dict[str, Any]] = []
-    for path, label, higher in METRICS:
-        left, right = metric(a, path), metric(b, path)
-        if left is None or right is None:
-            winner = "n/a"
-        elif abs(left - right) < 1e-9:
-            winner = "tie"
-        else:
-            winner = "A" if (left > right) == higher else "B"
-        verdicts.append({"metric": path, "label": label, "a": left, "b": right, "winner": winner})
-    return verdicts
 
 
 def describe_side(rows: Sequence[dict[str, Any]]) -> str:

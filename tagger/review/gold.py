@@ -9,7 +9,7 @@ from typing import Any
 
 from tagger.errors import UsageError
 from tagger.files.jsonl import json_type
-from tagger.prompting.schema import MAX_TAGS, clean_summary
+from tagger.prompting.schema import MAX_TAGS, SUMMARY_WORD_LIMIT, clean_summary
 from tagger.prompting.schema import clean_tags as schema_clean_tags
 from tagger.prompting.taxonomy import Synonyms, Taxonomy
 from tagger.review.sample import sample_fields
@@ -17,9 +17,22 @@ from tagger.review.sample import sample_fields
 REQUIRED_COLUMNS = ("id", "task_area", "method_tags", "summary")
 TRUTHY = frozenset({"y", "yes", "x", "1", "true"})
 FALSY = frozenset({"", "n", "no", "0", "false"})
-# Reviewers separate tags with ";" (the export's separator) or put each on its own line.
-_TAG_SPLIT_RE = re.compile(r"[;\n\r]+")
+# Reviewers separate tags with ";" (the export's separator) or "," or put each on its own line.
+TAG_SEPARATORS_HELP = "separate tags with ; or , or put each on its own line"
+_TAG_SPLIT_RE = re.compile(r"[;,\n\r]+")
 _EXCERPT = 60
+
+
+def review_header_notes() -> dict[str, str]:
+    """The notes on a review sheet's header cells: what gold import accepts in each column."""
+    return {
+        "reviewed": "Type y (or yes, x, 1, true) in each row you have checked: gold import "
+        "takes only those rows (or every row with --all).",
+        "task_area": "One task area of the taxonomy, as its id or its label.",
+        "method_tags": f"Method tags: {TAG_SEPARATORS_HELP}; at most {MAX_TAGS}. Your casing "
+        "is kept unless a synonym maps the tag to its canonical spelling.",
+        "summary": f"One line of at most {SUMMARY_WORD_LIMIT} words.",
+    }
 
 
 def _show(value: str) -> str:
@@ -28,17 +41,21 @@ def _show(value: str) -> str:
 
 
 def split_tags(value: str | Sequence[str]) -> list[str]:
-    """Tags from a sheet cell ("a; b") or a list, blanks dropped."""
+    """Tags from a sheet cell ("a; b", "a, b", one per line) or a list, blanks dropped."""
     parts = _TAG_SPLIT_RE.split(value) if isinstance(value, str) else list(value)
     return [part.strip() for part in parts if isinstance(part, str) and part.strip()]
 
 
 def clean_tags(raw: list[str], synonyms: Synonyms | None) -> tuple[list[str], str | None]:
-    """Normalised, de-duplicated tags and a problem message (None when valid)."""
+    """Cleaned, de-duplicated tags and a problem message (None when valid).
+
+    The reviewer's casing is kept ("conditional Poisson sampling"), unless a synonym maps the
+    tag to its canonical spelling.
+    """
     try:
-        tags = schema_clean_tags(raw, synonyms)
+        tags = schema_clean_tags(raw, synonyms, keep_case=True)
     except ValueError as exc:
-        return [], f"{exc} (separate tags with ';')" if not raw else str(exc)
+        return [], f"{exc} ({TAG_SEPARATORS_HELP})" if not raw else str(exc)
     if len(tags) > MAX_TAGS:
         return tags, f"has {len(tags)} tags; at most {MAX_TAGS}"
     return tags, None

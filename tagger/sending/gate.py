@@ -80,6 +80,11 @@ class SpendGuard:
         self.sent += 1
         self._reserved_tokens += estimated_tokens
 
+    def release(self, estimated_tokens: int, requests: int = 0) -> None:
+        """Give back reservations that were never sent (a Ray worker's unused permits)."""
+        self.sent -= requests
+        self._reserved_tokens -= estimated_tokens
+
     def settle(self, estimated_tokens: int, used: Usage) -> None:
         """Replace a request's estimate by what it really used."""
         self._reserved_tokens -= estimated_tokens

@@ -2,63 +2,30 @@
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
-from tagger.defaults import (
-    LOCAL_CONCURRENCY,
-    LOCAL_TIMEOUT,
-    REMOTE_CONCURRENCY,
-    REMOTE_TIMEOUT,
-)
+# Resolved with every other default in tagger.defaults; imported from here by older callers.
+from tagger.defaults import default_concurrency, default_timeout, is_local_host, is_local_url
 
 if TYPE_CHECKING:
     from tagger.config import RunConfig
     from tagger.sending.client import LLMClient
 
+__all__ = [
+    "SlowServerNotice",
+    "default_concurrency",
+    "default_timeout",
+    "is_local_host",
+    "is_local_url",
+    "slow_estimate",
+    "watch_for_slow_answers",
+]
 log = logging.getLogger(__name__)
 
 # An answer slower than this from a local server gets the one-time run-time estimate.
 SLOW_ANSWER_SECONDS = 10.0
-_LOCAL_NAMES = frozenset({"localhost", "host.docker.internal"})
-
-
-def is_local_host(host: str) -> bool:
-    """True for loopback, private, link-local and .local/.lan hosts (no DNS lookup)."""
-    name = host.strip("[]").lower().rstrip(".")
-    if name in _LOCAL_NAMES or name.endswith((".localhost", ".local", ".lan", ".internal")):
-        return True
-    if "." not in name and ":" not in name:
-        return True  # a bare machine name ("gpubox") only resolves on a local network
-    try:
-        address = ipaddress.ip_address(name)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_private or address.is_link_local
-
-
-def is_local_url(url: str | None) -> bool:
-    """Whether a base URL points at the user's own machine or local network."""
-    if not url:
-        return False
-    try:
-        host = urlsplit(url).hostname or ""
-    except ValueError:
-        return False
-    return bool(host) and is_local_host(host)
-
-
-def default_timeout(base_url: str | None) -> float:
-    """Seconds per request when --timeout is not given: 600 for a local server, else 300."""
-    return LOCAL_TIMEOUT if is_local_url(base_url) else REMOTE_TIMEOUT
-
-
-def default_concurrency(base_url: str | None) -> int:
-    """Requests in flight when --concurrency is not given: 1 for a local server, else 8."""
-    return LOCAL_CONCURRENCY if is_local_url(base_url) else REMOTE_CONCURRENCY
 
 
 def _duration(seconds: float) -> str:

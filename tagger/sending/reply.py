@@ -22,6 +22,8 @@ class Reply:
     usage: Usage = NO_USAGE
     # choices[0].logprobs.content as dicts (tagger.sending.confidence), None if the server sent none
     logprobs: list[dict[str, Any]] | None = None
+    model: str | None = None  # the model the server says answered (a dated snapshot, often)
+    service_tier: str | None = None  # the tier it was processed in ("default", "flex", ...)
     # Why the reply could not be read (nested too deep), in words: an invalid answer's problem.
     problem: str | None = None
 
@@ -61,7 +63,16 @@ def reply_from_json(data: object) -> Reply:
         finish_reason=finish_reason if isinstance(finish_reason, str) else None,
         usage=usage_from_json(data.get("usage")),
         logprobs=tokens if isinstance(tokens, list) and tokens else None,
+        model=_short_text(data.get("model")),
+        service_tier=_short_text(data.get("service_tier")),
     )
+
+
+def _short_text(value: object) -> str | None:
+    """A short string field of a reply, or None (a server's data: bounded, one line)."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    return " ".join(value.split())[:200]
 
 
 def usage_from_json(raw: object) -> Usage:
@@ -70,11 +81,13 @@ def usage_from_json(raw: object) -> Usage:
         return NO_USAGE
     details = raw.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else 0
-    fields = {**raw, "cached_input_tokens": cached}
+    output = raw.get("completion_tokens_details")
+    reasoning = output.get("reasoning_tokens") if isinstance(output, dict) else 0
+    fields = {**raw, "cached_input_tokens": cached, "reasoning_tokens": reasoning}
     return Usage.from_fields({name: _bounded(fields.get(name)) for name in _COUNTS})
 
 
-_COUNTS = ("prompt_tokens", "completion_tokens", "cached_input_tokens")
+_COUNTS = ("prompt_tokens", "completion_tokens", "cached_input_tokens", "reasoning_tokens")
 
 
 def _bounded(value: object) -> object:

@@ -1,11 +1,12 @@
-"""What `tagger run` shows on stderr while it runs: the progress line."""
+"""The progress line a run shows while it goes: on stderr for `tagger run`, in a notebook
+for `tagger.tag()` (rich draws it there too)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import (
@@ -23,7 +24,8 @@ from tagger.pipeline.outcome import Status
 from tagger.pipeline.progress import LiveCounts
 
 if TYPE_CHECKING:
-    from tagger.pipeline.live import RunStats
+    from tagger.files.rows import Row
+    from tagger.pipeline.stats import RunStats
 
 
 class _LiveColumn(ProgressColumn):
@@ -39,7 +41,7 @@ class _LiveColumn(ProgressColumn):
 
 
 class BarProgress:
-    """The runner's ProgressSink for the CLI: a live line on stderr, or nothing with --quiet."""
+    """The runner's ProgressSink that draws a live line (on stderr, or in a notebook cell)."""
 
     def __init__(self, console: Console, total: int, *, show: bool) -> None:
         self.total = total
@@ -92,7 +94,7 @@ class BarProgress:
         if self._progress is not None and status != Status.NOT_RUN:
             self._progress.update(self._task, advance=1)
 
-    def written(self, row: dict[str, Any]) -> None:
+    def written(self, row: Row) -> None:
         """Rows are written in input order; the line follows answers instead."""
 
     def finished(self, stats: RunStats) -> None:

@@ -1,0 +1,175 @@
+"""The Python API: `tag()` and `atag()` run abstracts through the same pipeline as `tagger run`."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import threading
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from tagger.files.abstracts import Abstract, InputScan, given_record, scan, scan_given
+from tagger.files.outfile import OutputFile
+from tagger.files.rows import Row, RowList
+from tagger.options import RunOptions
+from tagger.pipeline.job import require_key, tag_into
+from tagger.pipeline.progress import ProgressSink, SilentProgress
+from tagger.pipeline.stats import RunStats
+from tagger.pricing import PriceTable
+
+if TYPE_CHECKING:
+    import pandas
+
+__all__ = ["Run", "atag", "tag"]
+GIVEN = "<items>"  # the `source` of abstracts passed in memory
+_OPTIONAL = ("title", "id", "venue", "year")
+T = TypeVar("T")
+
+
+@dataclass
+class Run:
+    """A finished run: one row per abstract given, in the same order, and the run's stats.
+
+    A failed abstract is a row with `status` "error" and its reason in `error`, never an
+    exception.
+    """
+
+    rows: list[Row]
+    stats: RunStats  # counts, tokens (`stats.usage`), estimated cost in US$ (`stats.cost`)
+    manifest: dict[str, Any] = field(repr=False)  # what `tagger run` writes beside its output
+
+    def to_pandas(self) -> pandas.DataFrame:
+        """The rows as a DataFrame, one column per row field (needs `tagger[pandas]`)."""
+        from tagger.frames import require_pandas
+
+        pandas = require_pandas()
+        return pandas.DataFrame([row.fields() for row in self.rows])
+
+    def write_jsonl(self, path: str | os.PathLike[str]) -> Path:
+        """Write the rows and their manifest as `tagger run -o PATH` does; returns PATH."""
+        output = Path(path)
+        target = OutputFile(output, [])
+        try:
+            for row in self.rows:
+                target.writer.write(row)
+            manifest = {**self.manifest, "output": str(output)}
+            target.settle(manifest, complete=manifest["status"] == "complete", ok=self.stats.ok)
+        except BaseException:
+            target.discard()
+            raise
+        finally:
+            target.release()
+        return output
+
+
+def read_items(items: object) -> InputScan:
+    """The abstracts of `items`, checked like input files (InputError names the item)."""
+    from tagger.frames import frame_items, is_frame
+
+    if isinstance(items, str | bytes):
+        raise TypeError("pass a list of abstracts (a single string is one abstract: [text])")
+    if isinstance(items, os.PathLike):
+        return scan([Path(items)])
+    if is_frame(items):
+        items = frame_items(items)
+    if not isinstance(items, Iterable):
+        raise TypeError(f"items must be an iterable of abstracts, not {type(items).__name__}")
+    listed = list(items)
+    if listed and all(isinstance(item, os.PathLike) for item in listed):
+        return scan([Path(item) for item in listed])
+    return scan_given([_abstract(number, item) for number, item in enumerate(listed, 1)])
+
+
+def _abstract(number: int, item: object) -> Abstract:
+    if isinstance(item, str):
+        fields: Mapping[str, Any] = {"abstract": item}
+    elif isinstance(item, Mapping):
+        fields = item
+    else:  # an object with attributes: a dataclass, a pydantic model, a namedtuple
+        names = ("abstract", *_OPTIONAL)
+        fields = {name: getattr(item, name) for name in names if hasattr(item, name)}
+    return given_record(GIVEN, number, fields)
+
+
+async def atag(items: object, *, progress: bool = True, **options: Any) -> Run:
+    """Tag abstracts inside a running event loop; see `tag()` for the arguments."""
+    chosen = RunOptions.resolve(options)
+    config = chosen.config()
+    if config.batch is not None:
+        from tagger.errors import UsageError
+
+        raise UsageError("batch=True is for `tagger run --batch`: tag() runs live")
+    require_key(config)
+    prices = PriceTable.load(chosen.prices)
+    given = read_items(items)
+    rows = RowList()
+    sink: ProgressSink = SilentProgress()
+    if progress:
+        from rich.console import Console
+
+        from tagger.pipeline.bar import BarProgress
+
+        bar = BarProgress(Console(stderr=True), given.count, show=True)
+        with bar.shown():
+            stats, manifest = await tag_into(config, given, rows, bar, prices)
+        return Run(rows.rows, stats, manifest)
+    stats, manifest = await tag_into(config, given, rows, sink, prices)
+    return Run(rows.rows, stats, manifest)
+
+
+def tag(items: object, *, progress: bool = True, **options: Any) -> Run:
+    """Tag abstracts with an LLM: one validated, cached answer per abstract.
+
+    items: strings (abstracts); or mappings or objects with an `abstract` and optionally a
+        `title`, `id`, `venue` and `year`; or a pandas DataFrame (see `tag_frame`); or a
+        `pathlib.Path` (or a list of them) of input files, read as `tagger run` reads them.
+    progress: draw a progress line (on stderr, or in the notebook cell); False: nothing.
+    options: the options of `tagger run`, with the same names, defaults and environment
+        variables (and the `.env` file of the current directory): model, base_url, api_key,
+        prompt, prompts_dir, mode, concurrency, rpm, tpm, timeout, max_attempts,
+        repair_turns, cache_dir, no_cache, refresh, max_cost, max_requests, prices, http,
+        no_logprobs.
+
+    Works in a plain script and inside a running event loop (Jupyter): there the run goes on
+    in a worker thread. Interrupting stops sending; every answer already in is kept in the
+    cache, so calling `tag()` again resumes. Raises a `tagger.errors` exception for a
+    configuration error (no API key, unknown prompt, bad option); TypeError for an unknown
+    option.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(atag(items, progress=progress, **options))
+    return in_worker_thread(lambda: atag(items, progress=progress, **options))
+
+
+def in_worker_thread(start: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run a coroutine on an event loop of its own in another thread, and wait for it.
+
+    For a caller inside a running loop (a notebook cell). KeyboardInterrupt while waiting
+    cancels the run (answers already in stay cached) and is raised once it has stopped.
+    """
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(start())
+    done: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+    def work() -> None:
+        try:
+            done.set_result(loop.run_until_complete(task))
+        except BaseException as exc:
+            done.set_exception(exc)
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    thread = threading.Thread(target=work, name="tagger-run", daemon=True)
+    thread.start()
+    try:
+        return done.result()
+    except KeyboardInterrupt:
+        loop.call_soon_threadsafe(task.cancel)
+        thread.join()
+        raise

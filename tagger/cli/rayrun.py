@@ -1,0 +1,103 @@
+"""`tagger run --ray` and `tagger merge`: the Ray driver's options, progress and summary."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from tagger.cli.common import errors, say, stderr_console
+from tagger.errors import UsageError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tagger.cli.job import RunOptions
+    from tagger.config import RunConfig
+    from tagger.files.abstracts import InputScan
+    from tagger.pricing import PriceTable
+
+LOCAL = "local"  # `--ray` without an address: start a Ray on this machine
+
+
+def ray_address(value: str | None) -> str | None:
+    """The address ray.init() takes for a --ray value (None: start a local Ray)."""
+    return None if value in (None, "", LOCAL) else value
+
+
+def _require_ray() -> None:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise UsageError("--ray needs Ray: pip install 'tagger[ray]'") from None
+
+
+def run_ray(
+    options: RunOptions,
+    config: RunConfig,
+    scanned: InputScan,
+    prices: PriceTable,
+    console: Console,
+) -> None:
+    """Run the job on Ray, parts beside OUT, merged into OUT; exit 1 if rows failed."""
+    from tagger.cli.tables import print_summary
+    from tagger.pipeline.bar import BarProgress
+
+    if str(options.output) == "-":
+        raise UsageError("--ray writes parts beside -o FILE and merges them: name a file")
+    if config.batch is not None:
+        raise UsageError("--ray and --batch are two ways to scale: pass one of them")
+    _require_ray()
+    from tagger.ray.job import RayRun, run_on_ray
+
+    _quiet_ray()
+    how = RayRun(ray_address(options.ray), actors=options.ray_actors)
+    sink = BarProgress(console, scanned.count, show=not options.quiet)
+    with sink.shown():
+        stats, merged = run_on_ray(config, scanned, options.output, sink, prices, how)
+    if merged.skipped_lines:
+        where = ", ".join(merged.skipped_where)
+        say(console, f"Warning: skipped {merged.skipped_lines} unreadable part line(s): {where}")
+    print_summary(console, stats, options.output, quiet=options.quiet)
+    if merged.missing:
+        say(console, f"{merged.missing} abstract(s) have no row yet: rerun the same command")
+    if stats.failed or stats.stop_reason or merged.missing:
+        raise typer.Exit(1)
+
+
+def _quiet_ray() -> None:
+    """Ray's own progress bars and info lines would interleave with tagger's bar."""
+    import ray.data
+
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    for name in ("ray", "ray.data"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def merge(
+    parts: Annotated[
+        list[Path],
+        typer.Argument(help="Part files, or directories of them (OUT.parts/).", metavar="PARTS"),
+    ],
+    output: Annotated[
+        Path, typer.Option("-o", "--output", help="The run file to write.", metavar="FILE")
+    ],
+) -> None:
+    """Merge the parts of a `tagger run --ray` into one run file and manifest, in input order."""
+    from tagger.ray.merge import merge_parts
+    from tagger.ray.parts import find_parts
+
+    console = stderr_console()
+    with errors(None):
+        found = find_parts(parts)
+        if not found:
+            raise UsageError("no part files found: name OUT.parts/ or part-*.jsonl files")
+        stats = merge_parts(found, output)
+        if stats.skipped_lines:
+            where = ", ".join(stats.skipped_where)
+            say(console, f"Warning: skipped {stats.skipped_lines} unreadable line(s): {where}")
+        say(
+            console, f"wrote {output}: {stats.items} rows, {stats.ok} ok, from {len(found)} part(s)"
+        )

@@ -1,0 +1,189 @@
+"""The options of a run, as `tagger run` and `tagger.tag()` take them; their environment names.
+
+One model for both: the CLI fills it from its flags (typer reads the same environment
+variables, after the CLI loaded `.env`), the Python API from keyword arguments, the process
+environment and the `.env` file (read, never loaded into `os.environ`). Defaults that depend
+on the server are left to RunConfig, which asks tagger.defaults: one place.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from tagger import defaults
+from tagger.config import BatchConfig, ClientConfig, HttpBackend, Mode, RunConfig
+from tagger.errors import ConfigError, UsageError
+
+__all__ = ["ENVIRONMENT", "RunOptions", "dotenv_path"]
+
+# The environment variable of each option that has one (the same for the CLI and the API).
+ENVIRONMENT: dict[str, str] = {
+    "model": "TAGGER_MODEL",
+    "base_url": "OPENAI_BASE_URL",
+    "api_key": "OPENAI_API_KEY",
+    "prompt": "TAGGER_PROMPT",
+    "prompts_dir": "TAGGER_PROMPTS_DIR",
+    "mode": "TAGGER_MODE",
+    "concurrency": "TAGGER_CONCURRENCY",
+    "rpm": "TAGGER_RPM",
+    "tpm": "TAGGER_TPM",
+    "timeout": "TAGGER_TIMEOUT",
+    "max_attempts": "TAGGER_MAX_ATTEMPTS",
+    "cache_dir": "TAGGER_CACHE_DIR",
+    "max_cost": "TAGGER_MAX_COST",
+    "max_requests": "TAGGER_MAX_REQUESTS",
+    "prices": "TAGGER_PRICES",
+    "http": "TAGGER_HTTP",
+    "batch_max_requests": "TAGGER_BATCH_MAX_REQUESTS",
+    "batch_max_bytes": "TAGGER_BATCH_MAX_BYTES",
+    "batch_poll": "TAGGER_BATCH_POLL",
+}
+
+
+def dotenv_path() -> Path:
+    """The `.env` file a run reads its settings from (the current directory's)."""
+    return Path.cwd() / ".env"
+
+
+class RunOptions(BaseModel):
+    """The options of one run, as given: `tagger run`'s flags, `tagger.tag()`'s keywords."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = defaults.MODEL
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    prompt: str | None = None  # NAME@VERSION; None: the newest
+    prompts_dir: Path | None = None  # None: ./prompts, else the installed copy
+    mode: Mode | None = None  # None: detect
+    concurrency: int | None = Field(None, ge=1)  # None: chosen for the server
+    rpm: int | None = Field(None, ge=1)
+    tpm: int | None = Field(None, ge=1)
+    timeout: float | None = Field(None, gt=0)  # None: chosen for the server
+    max_attempts: int = defaults.MAX_ATTEMPTS
+    repair_turns: int = defaults.REPAIR_TURNS
+    cache_dir: Path = defaults.CACHE_DIR
+    no_cache: bool = False
+    refresh: bool = False
+    max_cost: float | None = None
+    max_requests: int | None = None
+    prices: Path | None = None  # a TOML file of prices over the built-in table
+    http: Literal["httpx", "aiohttp"] = "httpx"
+    no_logprobs: bool = False
+    batch: bool = False
+    detach: bool = False
+    finish_live: bool = False
+    batch_max_requests: int = defaults.BATCH_MAX_REQUESTS
+    batch_max_bytes: int = defaults.BATCH_MAX_BYTES
+    batch_poll: float = defaults.BATCH_POLL_SECONDS
+
+    @field_validator("cache_dir", mode="before")
+    @classmethod
+    def _cache_dir_named(cls, value: object) -> object:
+        """An empty cache directory would silently mean the current directory."""
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("empty: name a directory")
+        return value
+
+    @classmethod
+    def resolve(
+        cls,
+        given: Mapping[str, Any],
+        environ: Mapping[str, str] | None = None,
+        dotenv: Path | None = None,
+    ) -> RunOptions:
+        """Options from keywords, else the environment, else `.env`, else the defaults.
+
+        The order `tagger run` uses: a flag wins over the environment, which wins over `.env`.
+        TypeError for a name that is no option; ConfigError for a value that does not fit.
+        """
+        unknown = sorted(set(given) - set(cls.model_fields))
+        if unknown:
+            raise TypeError(f"unknown option {unknown[0]!r}: see help(tagger.tag)")
+        environ = os.environ if environ is None else environ
+        path = dotenv_path() if dotenv is None else dotenv
+        from_file = _read_dotenv(path)
+        values: dict[str, Any] = {}
+        for name, variable in ENVIRONMENT.items():
+            value = environ.get(variable, from_file.get(variable))
+            if value:  # an empty variable is unset, as for typer
+                values[name] = value
+        values.update({name: value for name, value in given.items() if value is not None})
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            raise config_error(exc) from None
+
+    def config(self) -> RunConfig:
+        """The validated run configuration (ConfigError or UsageError if it cannot be one)."""
+        from tagger.prompting.prompts import default_prompts_dir
+
+        try:
+            return RunConfig(
+                client=ClientConfig(
+                    model=self.model,
+                    base_url=self.base_url or None,
+                    api_key=self.api_key
+                    if self.api_key and self.api_key.get_secret_value()
+                    else None,
+                    timeout=self.timeout,  # type: ignore[arg-type]  # None: for the server
+                    max_attempts=self.max_attempts,
+                    http=HttpBackend(self.http),
+                    rpm=self.rpm,
+                    tpm=self.tpm,
+                    logprobs=not self.no_logprobs,
+                ),
+                prompts_dir=self.prompts_dir or default_prompts_dir(),
+                prompt_ref=self.prompt,
+                mode=self.mode,
+                concurrency=self.concurrency,  # type: ignore[arg-type]  # None: for the server
+                repair_turns=self.repair_turns,
+                cache_dir=self.cache_dir,
+                use_cache=not self.no_cache,
+                refresh=self.refresh,
+                max_cost=self.max_cost,
+                max_requests=self.max_requests,
+                batch=self._batch(),
+            )
+        except ValidationError as exc:
+            raise config_error(exc) from None
+
+    def _batch(self) -> BatchConfig | None:
+        if not self.batch:
+            given = [name for name, on in (("--detach", self.detach),
+                     ("--finish-live", self.finish_live)) if on]  # fmt: skip
+            if given:
+                raise UsageError(f"{given[0]} only applies to a batch run: add --batch")
+            return None
+        return BatchConfig(
+            max_requests_per_file=self.batch_max_requests,
+            max_bytes_per_file=self.batch_max_bytes,
+            poll_interval=self.batch_poll,
+            detach=self.detach,
+            finish_live=self.finish_live,
+        )
+
+
+def config_error(exc: ValidationError) -> ConfigError:
+    """'invalid option: --base-url: not a valid URL ...' from pydantic's errors."""
+    problems = "; ".join(_option_problem(e["loc"], e["msg"]) for e in exc.errors())
+    return ConfigError(f"invalid option: {problems}")
+
+
+def _option_problem(location: tuple[int | str, ...], message: str) -> str:
+    option = "--" + str(location[-1]).replace("_", "-") if location else "option"
+    return f"{option}: {message.removeprefix('Value error, ')}"
+
+
+def _read_dotenv(path: Path) -> dict[str, str]:
+    """The settings in a `.env` file, without putting them into the process environment."""
+    if not path.is_file():
+        return {}
+    from dotenv import dotenv_values
+
+    return {name: value for name, value in dotenv_values(path).items() if value is not None}

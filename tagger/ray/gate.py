@@ -1,0 +1,231 @@
+"""A worker's send gate whose pacing, pauses and spend cap belong to the cluster's limiter.
+
+Everything else (the concurrency slots, the first request going alone, the pause wait, the
+stop) is the local SendGate's. Where the local gate books a send on its own Pacer, this one
+spends a permit from a small stock it refills from the limiter before it runs out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable
+from typing import Protocol
+
+from tagger.errors import BudgetExceeded, SendingStopped
+from tagger.ray.limiter import ClusterState, Grant, Report
+from tagger.sending.gate import SendGate
+from tagger.sending.pacing import MAX_LAG_SECONDS, wait_until
+from tagger.usage import Usage
+
+log = logging.getLogger(__name__)
+
+
+class LimiterLink(Protocol):
+    """The limiter as a worker reaches it (a Ray actor handle, or the object itself)."""
+
+    def grant(self, want: int, tokens: int, report: Report) -> Awaitable[Grant]:
+        """Permits, after counting the report."""
+
+    def report(self, report: Report) -> Awaitable[None]:
+        """Count answers and returned permits."""
+
+    def pause(self, seconds: float) -> Awaitable[None]:
+        """Hold every worker."""
+
+    def tighten(self, kind: str, limit: int) -> Awaitable[None]:
+        """A lower limit learned from a server's headers."""
+
+    def stop(self, reason: str) -> Awaitable[None]:
+        """Stop every worker."""
+
+    def watch(self, version: int) -> Awaitable[ClusterState]:
+        """The cluster's state once its version differs from `version`."""
+
+
+class ClusterGate(SendGate):
+    """The send gate of one worker of a cluster-wide run."""
+
+    def __init__(self, link: LimiterLink, concurrency: int) -> None:
+        super().__init__(rpm=None, tpm=None, concurrency=concurrency, guard=None)
+        self._link = link
+        self._want = max(1, concurrency)
+        self._stock: deque[tuple[float, int]] = deque()  # (monotonic due time, tokens booked)
+        self._paced = False
+        self._pending = Report()
+        self._refill: asyncio.Future[None] | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._version = 0
+        self._budget_stop = False
+        self._spent: str | None = None  # the spend cap's stop: permits in stock may still go
+        self._waiting = 0
+        self._told: dict[str, int] = {}
+        self._background: set[asyncio.Future[None]] = set()
+
+    # --- SendGate's hooks --------------------------------------------------------------------
+
+    async def _wait_turn(self, estimated_tokens: int) -> None:
+        """Spend a permit, waiting for its time; refill the stock before it runs out."""
+        self._start_watching()
+        self._waiting += 1
+        try:
+            while True:
+                self._raise_if_stopped()
+                self._drop_stale(time.monotonic())
+                if self._stock:
+                    due, booked = self._stock.popleft()
+                    self._pending += Report(
+                        extra_estimate=estimated_tokens - booked,
+                        charge_tokens=max(0, estimated_tokens - booked),
+                    )
+                    if len(self._stock) <= self._want // 2:
+                        self._refill_soon(estimated_tokens)
+                    await wait_until(due)
+                    return
+                if self._spent is not None:  # the cap is reached and this stock is used up
+                    self._budget_stop = True
+                    self._stop_here(self._spent)
+                    continue
+                self._refill_soon(estimated_tokens)
+                assert self._refill is not None
+                await asyncio.shield(self._refill)
+        finally:
+            self._waiting -= 1
+
+    def settle(self, estimated_tokens: int, used: Usage) -> None:
+        """Report what a request really used with the next call to the limiter."""
+        total = used.prompt_tokens + used.completion_tokens
+        self._pending += Report(
+            settled_estimate=estimated_tokens,
+            used=used,
+            charge_tokens=max(0, total - estimated_tokens),
+        )
+
+    def pause(self, seconds: float, reason: str = "Retry-After") -> None:
+        """Hold this worker, and every other one through the limiter."""
+        super().pause(seconds, reason)
+        self._return_until(self._resume_at)
+        self._send(self._link.pause(seconds))
+
+    def stop(self, reason: str) -> None:
+        """Send nothing more here, nor anywhere in the cluster."""
+        first = self.stopped is None
+        super().stop(reason)
+        if first:
+            self._send(self._link.stop(reason))
+
+    def _tighten(self, kind: str, limit: int) -> None:
+        """Tell the limiter a limit the server's headers showed (it paces everyone)."""
+        known = self._told.get(kind)
+        if known is not None and known <= limit:
+            return
+        self._told[kind] = limit
+        self.learned.append(f"{kind} per minute: {known or 'unset'} -> {limit}")
+        self._send(self._link.tighten(kind, limit))
+
+    # --- the stock of permits ----------------------------------------------------------------
+
+    async def flush(self) -> None:
+        """Report what was used; with no request waiting, give the stock back too."""
+        if self._waiting == 0 and self._in_flight == 0:
+            self._return_until(float("inf"))
+        report, self._pending = self._pending, Report()
+        if not report.empty:
+            await self._link.report(report)
+
+    def _refill_soon(self, tokens: int) -> None:
+        if self._refill is None or self._refill.done():
+            self._refill = asyncio.ensure_future(self._fill(tokens))
+
+    async def _fill(self, tokens: int) -> None:
+        report, self._pending = self._pending, Report()
+        try:
+            grant = await self._link.grant(self._want, tokens, report)
+        except Exception as exc:  # the limiter actor is gone: pacing cannot be kept
+            self._stop_here(f"the cluster's rate limiter is unreachable ({type(exc).__name__})")
+            return
+        received = time.monotonic()
+        self._paced = grant.paced
+        self._stock.extend((received + delay, grant.tokens) for delay in grant.delays)
+        self._apply(grant.state)
+
+    def _drop_stale(self, now: float) -> None:
+        """A permit left unused past its time is lost (as a late send in the local gate)."""
+        stale = 0
+        tokens = 0
+        while self._paced and self._stock and self._stock[0][0] < now - MAX_LAG_SECONDS:
+            tokens += self._stock.popleft()[1]
+            stale += 1
+        if stale:
+            self._pending += Report(returned=stale, returned_tokens=tokens)
+
+    def _return_until(self, resume_at: float) -> None:
+        """Give back the permits due before `resume_at` (a pause makes them unusable)."""
+        kept: deque[tuple[float, int]] = deque()
+        returned = tokens = 0
+        for due, booked in self._stock:
+            if due < resume_at:
+                returned += 1
+                tokens += booked
+            else:
+                kept.append((due, booked))
+        self._stock = kept
+        if returned:
+            self._pending += Report(returned=returned, returned_tokens=tokens)
+
+    # --- what the cluster says ---------------------------------------------------------------
+
+    def _start_watching(self) -> None:
+        if self._watcher is None:
+            self._watcher = asyncio.ensure_future(self._watch())
+
+    async def _watch(self) -> None:
+        while self.stopped is None:
+            try:
+                state = await self._link.watch(self._version)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._stop_here(f"the cluster's rate limiter is unreachable ({type(exc).__name__})")
+                return
+            self._apply(state)
+
+    def _apply(self, state: ClusterState) -> None:
+        if state.version == self._version:
+            return
+        self._version = state.version
+        if state.pause_left > 0:
+            SendGate.pause(self, state.pause_left, "a rate limit another worker met")
+            self._return_until(self._resume_at)
+        if state.stopped is not None and state.budget:
+            self._spent = state.stopped  # granted permits are paid for in the reservation
+        elif state.stopped is not None:
+            self._stop_here(state.stopped)
+
+    def _stop_here(self, reason: str) -> None:
+        SendGate.stop(self, reason)
+
+    def _raise_if_stopped(self) -> None:
+        if self.stopped is not None:
+            raise (BudgetExceeded if self._budget_stop else SendingStopped)(self.stopped)
+
+    def _send(self, call: Awaitable[None]) -> None:
+        """Fire and forget a call to the limiter (kept referenced until it is done)."""
+        future = asyncio.ensure_future(call)
+        self._background.add(future)
+        future.add_done_callback(self._sent)
+
+    def _sent(self, future: asyncio.Future[None]) -> None:
+        self._background.discard(future)
+        if not future.cancelled() and future.exception() is not None:
+            log.debug("a call to the cluster's limiter failed: %r", future.exception())
+
+    async def aclose(self) -> None:
+        """Stop watching the cluster."""
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._watcher

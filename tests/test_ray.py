@@ -1,0 +1,246 @@
+"""tagger on a local Ray (2 CPUs) against the fake server: the same rows as a local run, one
+rate limit and one spend cap for all actors, and resumes that pay nothing twice.
+
+One Ray is started for all of these tests (starting one costs seconds); they are skipped
+when Ray is not installed (`pip install -e '.[ray]'`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from pydantic import SecretStr  # noqa: E402
+
+from tagger.config import ClientConfig, RunConfig  # noqa: E402
+from tagger.files.abstracts import scan  # noqa: E402
+from tagger.pipeline.progress import SilentProgress  # noqa: E402
+from tagger.pricing import PriceTable  # noqa: E402
+from tagger.ray.dataset import tag_dataset_with  # noqa: E402
+from tagger.ray.job import RayRun, run_on_ray  # noqa: E402
+from tagger.ray.parts import find_parts, parts_dir  # noqa: E402
+from tests.fakeserver import FakeLLM  # noqa: E402
+from tests.harness import PROMPTS_DIR, invoke, run_args, run_cli, wait_until  # noqa: E402
+from tests.scalehelpers import Inputs, read_rows, requests_by_id, write_inputs  # noqa: E402
+
+pytestmark = pytest.mark.ray
+ACTORS = 2
+CONCURRENCY = 8  # per actor
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[str]:
+    """One local Ray for the session; its address, for drivers started as processes."""
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()
+
+
+def _config(url: str, cache: Path, **options: Any) -> RunConfig:
+    return RunConfig(
+        client=ClientConfig(base_url=url, api_key=SecretStr("sk-test")),
+        prompts_dir=PROMPTS_DIR,
+        cache_dir=cache,
+        concurrency=CONCURRENCY,
+        **options,
+    )
+
+
+def _tag_actor_pids() -> list[int]:
+    """The processes of the tagging actors alive now (Ray titles them by their class)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if command.startswith(b"ray::MapWorker(MapBatches(TagStage))"):
+            pids.append(int(entry.name))
+    return pids
+
+
+def _freeze(fake: FakeLLM, in_flight: int) -> set[str]:
+    """Hold every answer until `in_flight` requests wait: nothing is answered or cached after
+    this; the abstracts whose requests are held (the ones in flight)."""
+    fake.hold()
+    wait_until(lambda: len(fake.held) >= in_flight, f"{in_flight} requests in flight")
+    from tests.scalehelpers import abstract_in_request
+
+    return {text for rec in fake.held if (text := abstract_in_request(rec))}
+
+
+def _sent_twice(fake: FakeLLM, inputs: Inputs) -> set[str]:
+    from tests.scalehelpers import norm
+
+    by_id = requests_by_id(fake.history, inputs)
+    return {norm(inputs.text_of(i)) for i, recs in by_id.items() if i != "?" and len(recs) > 1}
+
+
+def test_2000_abstracts_over_two_actors_give_the_rows_of_a_local_run(
+    ray_cluster: str, fake_server: Any, tmp_path: Path
+) -> None:
+    fake = fake_server()
+    inputs = write_inputs(tmp_path / "in.jsonl", 2000)
+    local, on_ray = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
+    common = ("--concurrency", CONCURRENCY, "--no-logprobs")
+    args = run_args(inputs.path, local, fake.base_url, tmp_path / "c1", *common)
+    assert invoke(args).exit_code == 0
+    requests_local = len(fake.history)
+    args = run_args(inputs.path, on_ray, fake.base_url, tmp_path / "c2", *common, "--ray")
+    result = invoke([*args, "--ray-actors", ACTORS])
+    assert result.exit_code == 0, result.output
+    assert on_ray.read_bytes() == local.read_bytes()
+    assert len(fake.history) - requests_local == 2000  # each abstract asked once
+    assert {r["status"] for r in read_rows(on_ray)} == {"ok"}
+    assert find_parts([parts_dir(on_ray)])  # the parts stay beside OUT for a rerun
+
+
+def test_a_per_second_limit_holds_for_the_actors_together(
+    ray_cluster: str, fake_server: Any, tmp_path: Path
+) -> None:
+    fake = fake_server()
+    per_minute = 1200  # enforced as 20 in any sliding second
+    fake.rpm_limit, fake.rate_window, fake.per_second = per_minute, 60.0, True
+    inputs = write_inputs(tmp_path / "in.jsonl", 100)
+    config = _config(fake.base_url, tmp_path / "cache", use_cache=False)
+    config = config.model_copy(update={"client": config.client.model_copy(update={"rpm": 1200})})
+    stats, _ = run_on_ray(
+        config,
+        scan([inputs.path]),
+        tmp_path / "out.jsonl",
+        SilentProgress(),
+        PriceTable(),
+        RayRun(None, actors=ACTORS),
+    )
+    assert stats.ok == 100
+    statuses = fake.responses_by_status()
+    assert statuses[429] == 0, statuses
+    sent = sorted(r.started for r in fake.history if r.status == 200)
+    used = (len(sent) - 1) / (sent[-1] - sent[0]) / (per_minute / 60)
+    assert used >= 0.9, f"{used:.0%} of the limit used"
+
+
+def test_max_cost_stops_every_actor_near_the_cap(
+    ray_cluster: str, fake_server: Any, tmp_path: Path
+) -> None:
+    fake = fake_server()
+    inputs = write_inputs(tmp_path / "in.jsonl", 200)
+    cap = 0.004  # gpt-4o-mini at $0.15 per million input tokens: about 15 requests
+    stats, merged = run_on_ray(
+        _config(fake.base_url, tmp_path / "cache", max_cost=cap),
+        scan([inputs.path]),
+        tmp_path / "out.jsonl",
+        SilentProgress(),
+        PriceTable(),
+        RayRun(None, actors=ACTORS),
+    )
+    rows = read_rows(tmp_path / "out.jsonl")
+    assert len(rows) == 200 and stats.stop_reason == f"--max-cost ${cap:g} reached"
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert 0 < len(ok) < 30
+    assert all(r["error"].startswith("not run: --max-cost") for r in rows if r not in ok)
+    assert len(fake.history) == len(ok)  # what was refused was never sent
+    per_request = merged.cost / len(ok) if merged.cost else 0.0
+    # Reserved at their estimate, the requests in flight can pass the cap by their estimate's
+    # error only: never by more than every slot of the cluster.
+    assert merged.cost is not None and merged.cost <= cap + ACTORS * CONCURRENCY * per_request
+
+
+def test_a_bad_record_is_a_row_and_base_urls_spread_the_actors(
+    ray_cluster: str, fake_server: Any, tmp_path: Path
+) -> None:
+    first, second = fake_server(), fake_server()
+    records: list[dict[str, Any]] = [
+        {"abstract": f"Abstract number {i} on graphs."} for i in range(40)
+    ]
+    records[7] = {"abstract": None, "id": "broken"}
+    records[8] = {"abstract": "   "}
+    ds = ray.data.from_items(records, override_num_blocks=8)
+    config = _config(first.base_url, tmp_path / "cache")
+    out = tag_dataset_with(
+        ds, config, actors=ACTORS, batch_size=5, base_urls=[first.base_url, second.base_url]
+    ).take_all()
+    assert len(out) == 40
+    errors = {r["id"]: r["error"] for r in out if r["status"] != "ok"}
+    assert len(errors) == 2 and "broken" in errors
+    assert all("no abstract" in e for e in errors.values())
+    assert len(first.history) > 0 and len(second.history) > 0
+    assert len(first.history) + len(second.history) == 38
+
+
+def test_killing_an_actor_mid_run_loses_only_what_was_in_flight(
+    ray_cluster: str, fake_server: Any, tmp_path: Path
+) -> None:
+    fake = fake_server()
+    inputs = write_inputs(tmp_path / "in.jsonl", 600)
+    out = tmp_path / "out.jsonl"
+    import threading
+
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        result["stats"] = run_on_ray(
+            _config(fake.base_url, tmp_path / "cache"),
+            scan([inputs.path]),
+            out,
+            SilentProgress(),
+            PriceTable(),
+            RayRun(None, actors=ACTORS),
+        )
+
+    driver = threading.Thread(target=run)
+    driver.start()
+    wait_until(lambda: len(fake.history) >= 150, "some answers")
+    in_flight = _freeze(fake, ACTORS * CONCURRENCY)
+    os.kill(_tag_actor_pids()[0], signal.SIGKILL)
+    fake.stop_holding()
+    driver.join(timeout=240)
+    assert not driver.is_alive()
+    rows = read_rows(out)
+    assert [r["id"] for r in rows] == inputs.ids
+    assert {r["status"] for r in rows} == {"ok"}
+    twice = _sent_twice(fake, inputs)
+    assert twice and twice <= in_flight  # the lost actor's requests, and no other
+
+
+def test_killing_the_driver_then_rerunning_pays_only_for_what_was_in_flight(
+    ray_cluster: str, fake_server: Any, tmp_path: Path, tagger_process: Any
+) -> None:
+    fake = fake_server()
+    inputs = write_inputs(tmp_path / "in.jsonl", 600)
+    out = tmp_path / "out.jsonl"
+    args = run_args(
+        inputs.path, out, fake.base_url, tmp_path / "cache", "--concurrency", CONCURRENCY
+    )
+    args += ["--ray", "--ray-address", ray_cluster, "--ray-actors", str(ACTORS)]
+    log = tmp_path / "driver.log"
+    driver = tagger_process(args, tmp_path, log)
+
+    def written() -> int:
+        return sum(part.read_text().count("\n") for part in find_parts([parts_dir(out)]))
+
+    wait_until(lambda: parts_dir(out).is_dir() and written() >= 60, "rows in a part", driver, log)
+    in_flight = _freeze(fake, ACTORS * CONCURRENCY)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    wait_until(lambda: not _tag_actor_pids(), "the dead driver's actors to end")
+    fake.stop_holding()
+    rerun = run_cli(args, tmp_path, timeout=240)  # the same command again
+    assert rerun.returncode == 0, rerun.stdout.decode()
+    rows = read_rows(out)
+    assert [r["id"] for r in rows] == inputs.ids
+    assert {r["status"] for r in rows} == {"ok"}
+    twice = _sent_twice(fake, inputs)
+    assert twice and twice <= in_flight

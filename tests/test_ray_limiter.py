@@ -1,0 +1,159 @@
+"""The cluster-wide limiter and a worker's gate, without Ray: one schedule, pause and cap."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+import pytest
+
+from tagger.errors import BudgetExceeded, SendingStopped
+from tagger.pricing import Price, PriceTable
+from tagger.ray.actors import AsyncLimiter, Limits
+from tagger.ray.gate import ClusterGate
+from tagger.ray.limiter import ClusterLimiter, Report
+from tagger.sending.gate import SpendGuard
+from tagger.usage import Usage
+
+
+class Clock:
+    """A clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _most_in_any_second(times: list[float]) -> int:
+    times = sorted(times)
+    most = 0
+    start = 0
+    for end, at in enumerate(times):
+        while times[start] <= at - 1.0:
+            start += 1
+        most = max(most, end - start + 1)
+    return most
+
+
+def test_workers_asking_in_turn_share_one_schedule_under_the_limit() -> None:
+    clock = Clock()
+    limiter = ClusterLimiter(rpm=600, tpm=None, guard=None, clock=clock)
+    sent: list[float] = []
+    workers = itertools.cycle(range(4))
+    while clock.now < 110.0:
+        next(workers)
+        grant = limiter.grant(want=8, tokens=0)
+        times = [clock.now + delay for delay in grant.delays]
+        assert times == sorted(times) and times[0] >= clock.now
+        sent += times
+        clock.now = times[-1]  # the worker uses its permits, then asks again
+    assert _most_in_any_second(sent) <= 10  # 600 per minute, enforced over every second
+    span = max(sent) - min(sent)
+    assert (len(sent) - 1) / span >= 0.9 * 10  # and the limit is used
+
+
+def test_a_grant_covers_a_short_horizon_so_that_pauses_reach_everyone_soon() -> None:
+    clock = Clock()
+    limiter = ClusterLimiter(rpm=60, tpm=None, guard=None, clock=clock)
+    grant = limiter.grant(want=64, tokens=0)
+    assert len(grant.delays) == 1  # one a second: the next is beyond the horizon
+    unlimited = ClusterLimiter(rpm=None, tpm=None, guard=None, clock=clock)
+    assert unlimited.grant(want=64, tokens=0).delays == (0.0,) * 64
+
+
+def test_a_pause_holds_the_next_grants_and_changes_the_state() -> None:
+    clock = Clock()
+    limiter = ClusterLimiter(rpm=None, tpm=None, guard=None, clock=clock)
+    before = limiter.state()
+    limiter.pause(2.0)
+    after = limiter.state()
+    assert after.version != before.version and after.pause_left == pytest.approx(2.0)
+    assert min(limiter.grant(want=4, tokens=0).delays) >= 2.0
+    limiter.pause(1.0)  # a shorter pause inside the longer one changes nothing
+    assert limiter.state().version == after.version
+
+
+def test_max_requests_holds_for_all_workers_and_returned_permits_count_again() -> None:
+    guard = SpendGuard(max_requests=10, max_cost=None, cost_of=lambda used: None)
+    limiter = ClusterLimiter(rpm=None, tpm=None, guard=guard)
+    first = limiter.grant(want=8, tokens=0)
+    assert len(first.delays) == 8
+    limiter.report(Report(returned=3))  # worker A ends its batch with 3 unused
+    second = limiter.grant(want=8, tokens=0)
+    assert len(second.delays) == 5
+    assert second.state.stopped == "--max-requests 10 reached" and second.state.budget
+    assert limiter.grant(want=8, tokens=0).delays == ()
+    assert limiter.stats().permits == 10
+
+
+def test_max_cost_counts_reservations_until_answers_settle_them() -> None:
+    prices = PriceTable({"m": Price(input=1.0, cached_input=1.0, output=1.0)})
+    cost_of = lambda used: prices.cost("m", used)  # noqa: E731
+    limiter = ClusterLimiter(None, None, SpendGuard(None, 0.01, cost_of), cost_of)
+    granted = limiter.grant(want=64, tokens=1000)  # $0.001 each: 10 fit under $0.01
+    assert len(granted.delays) == 10 and granted.state.budget
+    stats = limiter.stats()
+    assert stats.stopped == "--max-cost $0.01 reached" and stats.permits == 10
+    limiter.report(Report(settled_estimate=10_000, used=Usage(prompt_tokens=9_000)))
+    assert limiter.stats().cost == pytest.approx(0.009)
+
+
+async def _until(condition: object, what: str) -> None:
+    for _ in range(2000):
+        if callable(condition) and condition():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"still waiting for {what}")
+
+
+def test_a_429_at_one_worker_pauses_the_other() -> None:
+    asyncio.run(_a_429_at_one_worker_pauses_the_other())
+
+
+async def _a_429_at_one_worker_pauses_the_other() -> None:
+    limiter = AsyncLimiter(Limits())
+    first, second = ClusterGate(limiter, 4), ClusterGate(limiter, 4)
+    async with second.slot():  # the second worker is running: it watches the cluster
+        pass
+    first.pause(5.0, "HTTP 429")
+    await _until(lambda: second.snapshot().pause_left > 4.0, "the pause to reach the other")
+    await first.aclose()
+    await second.aclose()
+
+
+def test_a_spend_stop_reaches_a_worker_as_budget_exceeded() -> None:
+    asyncio.run(_a_spend_stop_reaches_a_worker_as_budget_exceeded())
+
+
+async def _a_spend_stop_reaches_a_worker_as_budget_exceeded() -> None:
+    limiter = AsyncLimiter(Limits(max_requests=3))
+    gate = ClusterGate(limiter, 8)
+    sent = 0
+    with pytest.raises(BudgetExceeded, match="--max-requests 3"):
+        for _ in range(10):
+            async with gate.slot(estimated_tokens=10):
+                sent += 1
+    assert sent == 3
+    other = ClusterGate(limiter, 8)
+    with pytest.raises(SendingStopped):
+        async with other.slot():
+            pass
+    await gate.aclose()
+    await other.aclose()
+
+
+def test_usage_and_unused_permits_are_reported_back() -> None:
+    asyncio.run(_usage_and_unused_permits_are_reported_back())
+
+
+async def _usage_and_unused_permits_are_reported_back() -> None:
+    limiter = AsyncLimiter(Limits(max_requests=100))
+    gate = ClusterGate(limiter, 8)
+    async with gate.slot(estimated_tokens=50):
+        gate.settle(50, Usage(prompt_tokens=40, completion_tokens=5))
+    await gate.flush()  # nothing waits: the rest of the stock goes back
+    stats = await limiter.stats()
+    assert stats.permits == 1 and stats.used == Usage(prompt_tokens=40, completion_tokens=5)
+    await gate.aclose()

@@ -1,0 +1,205 @@
+"""What makes a workbook readable, checked with openpyxl on every workbook tagger writes.
+
+Wrapped text has row heights that hold it, every sheet prints landscape and fit to width with
+its header repeated, every chart shows all its category labels with whole-number count steps,
+heatmap headers show in full and empty cells stay blank. scripts/render_workbooks.py renders
+the same workbooks with LibreOffice for a person to look at.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from openpyxl import load_workbook
+from openpyxl.utils import get_column_letter, range_boundaries
+from typer.testing import CliRunner
+
+from tagger.cli.app import app
+from tagger.files.sheetlayout import LINE_HEIGHT
+from tests.harness import PROMPTS_DIR
+
+runner = CliRunner()
+AREAS = ("causal_inference", "neuroscience_and_cognitive_science", "optimization", "privacy")
+# Characters per column-width unit, a little below what the widest common sheet font fits
+# (DejaVu Sans, LibreOffice's stand-in for Calibri: 1.17, measured on a render; Calibri fits
+# more), so heights that hold text at this rate hold it everywhere.
+WIDE_FONT_CHARS_PER_UNIT = 1.1
+EMU_PER_CM = 360_000
+SENTENCE = "Momentum methods converge faster on smooth problems with noisy gradients. "
+
+
+def run_rows(count: int = 40, *, confidence: bool = True, shift: int = 0) -> list[dict[str, Any]]:
+    rows = []
+    for i in range(count):
+        row: dict[str, Any] = {
+            "id": f"id{i:03d}",
+            "title": f"A title of paper {i} " * (1 + i % 3),
+            "abstract": SENTENCE * (2 + i % 12),
+            "summary": "One line that says what the paper found. " * (1 + i % 2),
+            "task_area": AREAS[(i + shift) % len(AREAS)] if i % 3 else AREAS[0],
+            "method_tags": [f"method tag number {i % 17}", "stochastic gradient descent"],
+            "status": "ok",
+            "model": "m",
+            "prompt": "tag",
+            "prompt_version": "v1",
+        }
+        if confidence:
+            row["task_area_confidence"] = round(0.3 + 0.017 * i, 3)
+        rows.append(row)
+    return rows
+
+
+def write(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    return path
+
+
+def invoke(*args: object) -> None:
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.fixture(scope="module")
+def books(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """export, sample, eval and compare workbooks of the same runs."""
+    folder = tmp_path_factory.mktemp("books")
+    a = write(folder / "a.jsonl", run_rows())
+    b = write(folder / "b.jsonl", run_rows(shift=1))
+    gold = [
+        {"id": r["id"], "task_area": AREAS[0], "method_tags": ["SGD"], "summary": "Gold."}
+        for r in run_rows()[::2]
+    ]
+    gold_path = write(folder / "gold.jsonl", gold)
+    found = {name: folder / f"{name}.xlsx" for name in ("review", "sample", "eval", "compare")}
+    invoke("export", a, "-o", found["review"])
+    invoke("sample", a, "-n", 20, "--stratify", "task_area", "-o", found["sample"])
+    invoke("eval", a, "--gold", gold_path, "-o", found["eval"], "--prompts-dir", PROMPTS_DIR)
+    invoke("compare", a, b, "--gold", gold_path, "-o", found["compare"], "--prompts-dir",
+           PROMPTS_DIR)  # fmt: skip
+    return found
+
+
+def width_of(sheet: Any, column: int) -> float:
+    return float(sheet.column_dimensions[get_column_letter(column)].width or 8.43)
+
+
+def test_wrapped_text_has_a_row_height_that_holds_it(books: dict[str, Path]) -> None:
+    checked = 0
+    for name, path in books.items():
+        for sheet in load_workbook(path).worksheets:
+            merged = {
+                f"{get_column_letter(c)}{r}"
+                for span in sheet.merged_cells.ranges
+                for r, c in span.cells
+            }
+            for row in sheet.iter_rows():
+                for cell in row:
+                    if not isinstance(cell.value, str) or cell.coordinate in merged:
+                        continue
+                    width = width_of(sheet, cell.column)
+                    per_line = width * WIDE_FONT_CHARS_PER_UNIT
+                    lines = sum(
+                        max(1, math.ceil(len(p) / per_line)) for p in cell.value.split("\n")
+                    )
+                    if lines == 1:
+                        continue  # fits on one line
+                    where = f"{name} {sheet.title}!{cell.coordinate}"
+                    assert cell.alignment.wrap_text or cell.alignment.text_rotation, where
+                    if cell.alignment.text_rotation:
+                        continue
+                    height = sheet.row_dimensions[cell.row].height
+                    assert height is not None and height >= lines * LINE_HEIGHT, where
+                    checked += 1
+    assert checked > 40  # abstracts, summaries, titles, tags, notes
+
+
+def test_every_sheet_prints_landscape_fit_to_width_with_its_header(
+    books: dict[str, Path],
+) -> None:
+    for name, path in books.items():
+        for sheet in load_workbook(path).worksheets:
+            where = f"{name} {sheet.title}"
+            setup = sheet.page_setup
+            assert sheet.sheet_properties.pageSetUpPr.fitToPage, where
+            assert (setup.fitToWidth, setup.fitToHeight) == (1, 0), where
+            if sheet.title == "counts":
+                continue  # a tall list with its charts beside: portrait
+            assert setup.orientation == "landscape", where
+            if not sheet.title.startswith("confidence"):  # two tables: no single header
+                assert sheet.print_title_rows == "$1:$1", where
+
+
+def test_review_sheet_prints_the_reviewed_columns(books: dict[str, Path]) -> None:
+    sheet = load_workbook(books["review"]).worksheets[0]
+    header = [cell.value for cell in sheet[1]]
+    last = get_column_letter(header.index("abstract") + 1)
+    assert sheet.print_area == f"'review'!$A$1:${last}${sheet.max_row}"
+
+
+def test_confidence_columns_are_hidden_when_no_row_has_one(tmp_path: Path) -> None:
+    for confidence in (False, True):
+        path = tmp_path / f"review-{confidence}.xlsx"
+        invoke("export", write(tmp_path / "run.jsonl", run_rows(confidence=confidence)), "-o",
+               path)  # fmt: skip
+        sheet = load_workbook(path).worksheets[0]
+        header = [cell.value for cell in sheet[1]]
+        letter = get_column_letter(header.index("task_area_confidence") + 1)
+        assert sheet.column_dimensions[letter].hidden is (not confidence)
+        summary = get_column_letter(header.index("summary") + 1)
+        assert not sheet.column_dimensions[summary].hidden
+
+
+def test_every_chart_shows_all_its_labels_and_counts_step_by_whole_numbers(
+    books: dict[str, Path],
+) -> None:
+    charts = 0
+    for name, path in books.items():
+        book = load_workbook(path)
+        for sheet in book.worksheets:
+            for chart in sheet._charts:
+                charts += 1
+                where = f"{name} {sheet.title}"
+                (series,) = chart.series
+                labels = series.cat.strRef.f.split("!")[1]
+                values = series.val.numRef.f.split("!")[1]
+                _, first, _, last = range_boundaries(labels.replace("$", ""))
+                assert range_boundaries(values.replace("$", ""))[1::2] == (first, last), where
+                categories = last - first + 1
+                assert all(sheet.cell(row=r, column=2 if chart.type == "bar" else 1).value
+                           for r in range(first, last + 1)), where  # fmt: skip
+                assert chart.x_axis.tickLblSkip == 1, where
+                if chart.type == "bar":  # horizontal: each label needs its own line
+                    height_cm = chart.anchor.ext.height / EMU_PER_CM  # the size as drawn
+                    assert height_cm >= 0.5 * categories + 2, where
+                    assert chart.y_axis.number_format.formatCode == "0", where
+                    assert chart.y_axis.majorUnit >= 1, where
+                    assert float(chart.y_axis.majorUnit).is_integer(), where
+                    assert chart.y_axis.scaling.min == 0, where
+    assert charts == 2 + 2 + 1 + 2  # counts ×2 (review, sample), eval's and compare's bands
+
+
+def test_heatmap_headers_show_in_full_and_empty_cells_are_blank(books: dict[str, Path]) -> None:
+    for name, sheet_name in (("eval", "confusion"), ("compare", "areas A×B")):
+        sheet = load_workbook(books[name])[sheet_name]
+        labels = [cell for cell in sheet[1][1:] if cell.value]
+        assert labels
+        longest = max(len(str(cell.value)) for cell in labels)
+        for cell in labels:
+            assert cell.alignment.text_rotation == 90
+        assert sheet.row_dimensions[1].height >= longest * 5.5  # points of rotated text
+        row_labels = [sheet.cell(row=r, column=1).value for r in range(2, sheet.max_row + 1)]
+        assert width_of(sheet, 1) >= max(len(str(v)) for v in row_labels)
+        values = [v for row in sheet.iter_rows(min_row=2, min_col=2, values_only=True) for v in row]
+        assert 0 not in values and None in values
+
+
+def test_review_sheet_header_notes_say_what_gold_import_accepts(books: dict[str, Path]) -> None:
+    sheet = load_workbook(books["review"]).worksheets[0]
+    notes = {cell.value: cell.comment.text for cell in sheet[1] if cell.comment}
+    assert "; or ," in notes["method_tags"]
+    assert "35 words" in notes["summary"]
+    assert "y" in notes["reviewed"]
