@@ -12,7 +12,7 @@ import contextlib
 import os
 import secrets
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -56,14 +56,6 @@ def open_temporary(path: Path) -> tuple[Path, IO[bytes]]:
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name beside {path}")
-
-
-def open_lock_file(path: Path) -> int:
-    """The descriptor of a lock file, created if missing; never through a symlink (ELOOP).
-
-    The one place lock files are opened: a change of locking (filelock) goes here.
-    """
-    return os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o644)
 
 
 def own_directory(path: Path) -> Path:
@@ -127,13 +119,3 @@ def replace_with(path: Path, temporary: Path) -> None:
     except OSError as exc:
         temporary.unlink(missing_ok=True)
         raise write_failed(path, exc) from exc
-
-
-@contextlib.contextmanager
-def removed_on_failure(path: Path) -> Iterator[None]:
-    """Remove path if the block fails: a half-written file is never left behind."""
-    try:
-        yield
-    except BaseException:
-        path.unlink(missing_ok=True)
-        raise

@@ -306,4 +306,6 @@ def add_design_sheet(book: Any, design: dict[str, Any]) -> None:
         put(sheet, r, 2, stratum["population"])
         put(sheet, r, 3, stratum["sample"])
         put(sheet, r, 4, stratum["sample"] / stratum["population"])
-    tidy(sheet, (1, start), widest=60)
+        sheet.cell(row=r, column=4).number_format = "0.000"
+    # Two tables, narrow: portrait, and no one header to repeat.
+    tidy(sheet, (1, start), widest=60, repeat_header=False, landscape=False)
