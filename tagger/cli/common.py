@@ -118,7 +118,7 @@ TierName = Literal["default", "flex"]
 PathsArg = Annotated[
     list[Path],
     typer.Argument(
-        help="Abstract files (.txt, .jsonl, .csv) or directories of them.", metavar="PATH"
+        help="Abstract files (.txt, .jsonl, .csv, .json) or directories of them.", metavar="PATH"
     ),
 ]
 BaseUrlOpt = Annotated[
