@@ -267,3 +267,13 @@ def test_eval_says_why_a_reasoning_run_has_no_confidence(tagger_cli: TaggerCLI) 
     result = tagger_cli.invoke(["eval", tagger_cli.out, "--gold", gold])
     assert result.exit_code == 0, result.output
     assert "the run's rows have no task_area_confidence" in one_line(result.output)
+
+
+def test_a_batch_of_a_model_the_server_does_not_list_is_not_submitted(
+    tagger_cli: TaggerCLI,
+) -> None:
+    tagger_cli.fake.models = ["gpt-5-mini"]
+    result = batch_run(tagger_cli, "--model", "gpt-5-nano")
+    assert result.exit_code == 2, result.output
+    assert "model 'gpt-5-nano' was not found" in one_line(result.stderr)
+    assert tagger_cli.fake.batches is not None and tagger_cli.fake.batches.created == []
