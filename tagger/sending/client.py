@@ -320,6 +320,9 @@ class LLMClient:
         return RequestFailed(reason)
 
     def _item_failed(self, reason: str) -> Exception:
+        if self.config.service_tier == "flex" and reason.startswith("HTTP 429"):
+            # Flex capacity comes and goes: the flex guide's advice, not "is the server down".
+            reason += "; flex capacity is short: rerun later, or drop --service-tier flex"
         fatal = self.health.item_failed(reason)
         if fatal is not None:
             self.gate.stop(str(fatal))
