@@ -8,7 +8,7 @@ from typing import Any
 from tagger.batch.items import policy_state
 from tagger.batch.jobfile import JobState
 from tagger.config import Mode
-from tagger.files.abstracts import Abstract, InputScan, iter_abstracts
+from tagger.files.abstracts import Abstract, InputScan
 from tagger.files.rows import RowWriter
 from tagger.pipeline.cache import AnswerCache
 from tagger.pipeline.item import ItemTagger, ModeProbe, ProbeSnapshot
@@ -94,7 +94,7 @@ async def write_rows(
     tagger = BatchLeftovers(live, job, live=config.batch.finish_live)
     runner = LiveRunner(plan, tagger, client, cache, writer, progress, prices)
     try:
-        stats = await runner.run(iter_abstracts(scan.files))
+        stats = await runner.run(scan.abstracts())
     finally:
         await client.aclose()
         job.adaptations = list(rules.learned)  # kept for the job's next rounds

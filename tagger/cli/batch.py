@@ -9,6 +9,7 @@ import typer
 
 from tagger import defaults
 from tagger.cli.common import ApiKeyOpt, BaseUrlOpt, CacheDirOpt, errors
+from tagger.terminal import one_line
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -76,11 +77,15 @@ def status_command(
         for batch in _batches(state):
             counts: dict[str, int] = batch["request_counts"]  # type: ignore[assignment]
             typer.echo(
-                f"  round {batch['round']} {batch['file']}: {batch['batch_id'] or 'not submitted'}"
-                f" {batch['status']} {counts.get('completed', 0)}/{counts.get('total', 0)}"
-                f" answered, {counts.get('failed', 0)} failed"
+                one_line(
+                    f"  round {batch['round']} {batch['file']}: "
+                    f"{batch['batch_id'] or 'not submitted'} {batch['status']} "
+                    f"{counts.get('completed', 0)}/{counts.get('total', 0)} answered, "
+                    f"{counts.get('failed', 0)} failed"
+                )
             )
-        typer.echo(f"collect with: {state.command}" if state.status == "active" else "finished")
+        active = state.status == "active"
+        typer.echo(f"collect with: {one_line(state.command)}" if active else "finished")
 
 
 @batch_app.command("cancel")
@@ -100,10 +105,10 @@ def cancel_command(
         api = _api(state, base_url, api_key)
         cancelled = asyncio.run(_cancel(api, state))
         # Tells a run waiting on this job to resubmit nothing more.
-        jobfile.cancel_marker(cache_dir, state.job_id).touch()
+        jobfile.mark_cancelled(cache_dir, state.job_id)
         typer.echo(f"cancelled {len(cancelled)} batch(es): {' '.join(cancelled) or '-'}")
         typer.echo(f"the same command collects what they finished and resubmits the rest: "
-                   f"{state.command}")  # fmt: skip
+                   f"{one_line(state.command)}")  # fmt: skip
 
 
 def _job(cache_dir: Path, job: str | None) -> JobState:
@@ -179,7 +184,8 @@ def _summary(job: JobState) -> dict[str, object]:
 
 def _line(job: JobState) -> str:
     counts = ", ".join(f"{n} {status}" for status, n in sorted(job.counts().items())) or "empty"
-    return (
+    # Every field came from a job file or a server: shown, never obeyed by the terminal.
+    return one_line(
         f"{job.job_id} {job.status} {job.created_at} -> {job.output}: round {job.rounds}, "
         f"{len(job.active_batches())}/{len(job.batches)} batch(es) running, items: {counts}"
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -154,24 +154,16 @@ def compare(
     """Compare two runs of the same abstracts row by row; with --gold, say which side wins."""
     from tagger.cli.tables import print_compare
     from tagger.files.sheets import sheet_format, write_sheet
-    from tagger.review.evaluate import DIFF_COLUMNS, compare_runs, diff_sheet_rows, evaluate
-    from tagger.review.paired import paired_verdicts, run_verdicts
+    from tagger.review.evaluate import DIFF_COLUMNS, diff_sheet_rows
+    from tagger.reviewing import compare_report
 
     with errors():
         if output is not None:
             sheet_format(output)  # fail on a bad suffix before any work
         synonyms = load_synonyms_for(prompts_dir, synonyms_version)
         a_rows, b_rows = read_runs(a_file, b_file)
-        report: dict[str, Any] = {"a_file": str(a_file), "b_file": str(b_file)}
-        report |= compare_runs(a_rows, b_rows, synonyms)
-        if gold is not None:
-            gold_rows = read_gold(gold, prompts_dir, synonyms)
-            report["eval_a"] = evaluate(a_rows, gold_rows, synonyms)
-            report["eval_b"] = evaluate(b_rows, gold_rows, synonyms)
-            paired = paired_verdicts(a_rows, b_rows, gold_rows, synonyms)
-            verdicts = paired.pop("verdicts")
-            report["paired"] = paired
-            report["verdicts"] = verdicts + run_verdicts(report["eval_a"], report["eval_b"])
+        gold_rows = read_gold(gold, prompts_dir, synonyms) if gold is not None else None
+        report = compare_report(a_rows, b_rows, gold_rows, synonyms, str(a_file), str(b_file))
         if output is not None:
             from tagger.review.reportbook import add_compare_sheets
 

@@ -1,4 +1,8 @@
-"""`tagger run`'s options; the work happens in tagger.cli.job, imported when it runs."""
+"""`tagger run`'s options; the work happens in tagger.cli.job, imported when it runs.
+
+The options are tagger.options.RunOptions by name (tests/test_api.py checks names, defaults
+and environment variables against it): the CLI and `tagger.tag()` take the same ones.
+"""
 
 from __future__ import annotations
 
@@ -221,42 +225,16 @@ def run(
     ] = False,
 ) -> None:
     """Tag abstracts and write one JSON line per abstract, in input order."""
-    from tagger.cli.batchrun import BatchOptions
-    from tagger.cli.job import RunOptions, run_command
+    given = dict(locals())  # every option by its name: the names tagger.tag() takes
+    from tagger.cli.job import run_command
+    from tagger.cli.runcommand import RunCommand
 
-    run_command(
-        RunOptions(
-            paths=paths,
-            output=output,
-            model=model,
-            base_url=base_url,
-            api_key=api_key,
-            prompt=prompt,
-            prompts_dir=prompts_dir,
-            mode=mode,
-            concurrency=concurrency,
-            rpm=rpm,
-            tpm=tpm,
-            timeout=timeout,
-            max_attempts=max_attempts,
-            repair_turns=repair_turns,
-            cache_dir=cache_dir,
-            no_cache=no_cache,
-            refresh=refresh,
-            max_cost=max_cost,
-            max_requests=max_requests,
-            prices=prices,
-            http=http,
-            no_logprobs=no_logprobs,
-            reasoning_effort=reasoning_effort,
-            service_tier=service_tier,
-            dry_run=dry_run,
-            verbose=verbose,
-            quiet=quiet,
-            ray=(ray_address or "local") if ray else None,
-            ray_actors=ray_actors,
-            batch=BatchOptions(
-                batch, detach, finish_live, batch_max_requests, batch_max_bytes, batch_poll
-            ),
-        )
+    command = RunCommand(
+        paths=given.pop("paths"),
+        output=given.pop("output"),
+        dry_run=given.pop("dry_run"),
+        verbose=given.pop("verbose"),
+        quiet=given.pop("quiet"),
+        given=given,
     )
+    run_command(command)

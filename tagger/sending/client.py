@@ -25,7 +25,7 @@ from tagger.redact import public_url, redact
 from tagger.sending.gate import GateSnapshot, SendGate
 from tagger.sending.models import check_model_offered, offered_models_hint
 from tagger.sending.params import RequestRules, refusal_of
-from tagger.sending.reply import Reply, reply_from_json
+from tagger.sending.reply import Reply, reply_from_text
 from tagger.sending.sdk import check_transport, open_sdk
 from tagger.sending.server_faults import (
     ServerHealth,
@@ -254,7 +254,7 @@ class LLMClient:
         """Send one chat-completions body (from build_request) once."""
         import openai
 
-        async with self.gate.slot(estimated_tokens):
+        async with self.gate.slot(estimated_tokens) as released:
             self.requests += 1
             usage = NO_USAGE
             try:
@@ -266,7 +266,7 @@ class LLMClient:
                 async with asyncio.timeout(self.config.timeout):
                     raw = await create(**body)
                 self.health.responded(raw.http_response.status_code)
-                self.gate.observe(raw.headers)
+                self.gate.observe(raw.headers, answered_sent_at=released)
                 reply = self._read(raw)
                 usage = reply.usage
                 if self.on_answer is not None:
@@ -288,7 +288,9 @@ class LLMClient:
     def _read(self, raw: Any) -> Reply:
         """The reply; fatal if it is no chat completion."""
         try:
-            reply = reply_from_json(raw.parse(to=dict))
+            # Read by tagger's bounded reader, not the SDK's json: junk numbers and nesting
+            # become a row's problem, never an exception; the key is hidden wherever echoed.
+            reply = reply_from_text(redact(raw.http_response.text, self._secret))
         except (ValueError, TypeError, AttributeError, IndexError):
             content_type = raw.headers.get("content-type", "no content type").split(";")[0]
             what = "an HTML page" if "html" in content_type else f"a {content_type} body"
@@ -318,6 +320,9 @@ class LLMClient:
         return RequestFailed(reason)
 
     def _item_failed(self, reason: str) -> Exception:
+        if self.config.service_tier == "flex" and reason.startswith("HTTP 429"):
+            # Flex capacity comes and goes: the flex guide's advice, not "is the server down".
+            reason += "; flex capacity is short: rerun later, or drop --service-tier flex"
         fatal = self.health.item_failed(reason)
         if fatal is not None:
             self.gate.stop(str(fatal))
