@@ -106,6 +106,9 @@ def run_batch(
     from tagger.batch.job import run_batch_job
     from tagger.cli.tables import print_summary
     from tagger.pipeline.bar import BarProgress
+    from tagger.sending.models import check_model_offered
+
+    check_model_offered(config.client)  # a batch of a model the server does not list: stop now
     from tagger.prompting.prompts import load_prompt
 
     destination = None if str(command.output) == "-" else command.output
