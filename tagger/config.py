@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from tagger import defaults
 from tagger.defaults import default_concurrency, default_timeout
+from tagger.project import default_cache_dir
 
 
 class Mode(StrEnum):
@@ -114,7 +115,7 @@ class RunConfig(BaseModel):
     mode: Mode | None = None  # None: detect once per run
     concurrency: int = Field(defaults.REMOTE_CONCURRENCY, ge=1, le=1024)
     repair_turns: int = Field(defaults.REPAIR_TURNS, ge=0, le=5)
-    cache_dir: Path = defaults.CACHE_DIR
+    cache_dir: Path = Field(default_factory=default_cache_dir)
     use_cache: bool = True
     refresh: bool = False
     max_cost: float | None = Field(None, ge=0)

@@ -110,7 +110,7 @@ def run(
         int,
         typer.Option(help="Times an invalid answer is sent back with its error.", metavar="N"),
     ] = defaults.REPAIR_TURNS,
-    cache_dir: CacheDirOpt = defaults.CACHE_DIR,
+    cache_dir: CacheDirOpt = None,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Neither read nor write the answer cache.")
     ] = False,

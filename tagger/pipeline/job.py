@@ -236,6 +236,8 @@ def build_manifest(
         "synonyms_version": plan.synonyms.version,
         "schema_version": plan.key_base["schema"],
         "params": plan.prompt.params,
+        "reasoning_effort": config.client.reasoning_effort,  # --reasoning-effort (None: not given)
+        "service_tier": config.client.service_tier,
         "concurrency": config.concurrency,
         "rpm": config.client.rpm,
         "tpm": config.client.tpm,
