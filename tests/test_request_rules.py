@@ -112,3 +112,21 @@ def test_each_parameter_is_adapted_to_once_and_replayed_from_a_record() -> None:
         "acme-reasoner", logprobs=True, prompt_params=PROMPT, learned=["x" * 500, "nonsense"]
     )
     assert odd.body_params(PROMPT) == _rules("acme-reasoner").body_params(PROMPT)
+
+
+@pytest.mark.parametrize(
+    ("url", "deployments"),
+    [
+        ("https://acme.openai.azure.com/openai/v1", True),
+        ("https://acme.services.ai.azure.com/openai/v1", True),
+        ("https://api.openai.com/v1", False),
+        ("http://localhost:8080/v1", False),
+        ("https://azure.com.evil.example/v1", False),
+    ],
+)
+def test_azure_model_names_are_deployments_not_checked_against_the_list(
+    url: str, deployments: bool
+) -> None:
+    from tagger.sending.models import names_deployments
+
+    assert names_deployments(url) is deployments

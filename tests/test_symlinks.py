@@ -70,7 +70,7 @@ def test_links_planted_in_the_batch_folder_are_not_followed(tagger_cli: TaggerCL
     assert result.exit_code != 0 and "unexpected" not in result.output
     assert "symlink" in one_line(result.stderr)
     assert sorted(p.name for p in outside.iterdir()) == ["precious.txt"]
-    assert not tagger_cli.fake.history
+    assert not [r for r in tagger_cli.fake.history if not r.path.endswith("/models")]
 
     batches.unlink()
     assert tagger_cli.fake.batches is not None

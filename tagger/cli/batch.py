@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tagger import defaults
-from tagger.cli.common import ApiKeyOpt, BaseUrlOpt, CacheDirOpt, errors
+from tagger.cli.common import ApiKeyOpt, BaseUrlOpt, CacheDirOpt, cache_dir_or_default, errors
 from tagger.terminal import one_line
 
 if TYPE_CHECKING:
@@ -40,11 +40,12 @@ def batch_main(ctx: typer.Context) -> None:
 
 
 @batch_app.command("list")
-def list_command(cache_dir: CacheDirOpt = defaults.CACHE_DIR, as_json: JsonOpt = False) -> None:
+def list_command(cache_dir: CacheDirOpt = None, as_json: JsonOpt = False) -> None:
     """List the batch jobs this cache directory knows about, newest first."""
     from tagger.batch.jobfile import list_jobs
 
     with errors():
+        cache_dir = cache_dir_or_default(cache_dir)
         jobs = list_jobs(cache_dir)
         if as_json:
             typer.echo(json.dumps([_summary(job) for job in jobs]))
@@ -58,7 +59,7 @@ def list_command(cache_dir: CacheDirOpt = defaults.CACHE_DIR, as_json: JsonOpt =
 @batch_app.command("status")
 def status_command(
     job: JobArg = None,
-    cache_dir: CacheDirOpt = defaults.CACHE_DIR,
+    cache_dir: CacheDirOpt = None,
     base_url: BaseUrlOpt = None,
     api_key: ApiKeyOpt = None,
     as_json: JsonOpt = False,
@@ -67,6 +68,7 @@ def status_command(
     import asyncio
 
     with errors(api_key):
+        cache_dir = cache_dir_or_default(cache_dir)
         state = _job(cache_dir, job)
         api = _api(state, base_url, api_key)
         asyncio.run(_refresh(api, state))
@@ -91,7 +93,7 @@ def status_command(
 @batch_app.command("cancel")
 def cancel_command(
     job: JobArg = None,
-    cache_dir: CacheDirOpt = defaults.CACHE_DIR,
+    cache_dir: CacheDirOpt = None,
     base_url: BaseUrlOpt = None,
     api_key: ApiKeyOpt = None,
 ) -> None:
@@ -101,6 +103,7 @@ def cancel_command(
     from tagger.batch import jobfile
 
     with errors(api_key):
+        cache_dir = cache_dir_or_default(cache_dir)
         state = _job(cache_dir, job)
         api = _api(state, base_url, api_key)
         cancelled = asyncio.run(_cancel(api, state))

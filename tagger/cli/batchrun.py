@@ -84,7 +84,7 @@ def rerun_command(command: RunCommand, options: RunOptions, prompt_ref: str | No
         ("--prompt", prompt_ref or options.prompt, None),
         ("--prompts-dir", options.prompts_dir, None),
         ("--mode", options.mode.value if options.mode is not None else None, None),
-        ("--cache-dir", options.cache_dir, defaults.CACHE_DIR),
+        ("--cache-dir", options.cache_dir, None),
     ]
     for flag, value, default in chosen:
         if value is not None and value != default:

@@ -195,8 +195,19 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return on_disk.st_dev, on_disk.st_ino
 
 
+# `tagger run` writes JSON Lines, whatever -o is called: a name that promises another format
+# (out.xlsx, out.csv) would hold JSONL that a spreadsheet shows as one garbled column.
+RUN_SUFFIXES = ("", ".jsonl", ".ndjson", ".jsonlines")
+
+
 def _check_target(output: Path, inputs: Sequence[Path]) -> None:
     """Refuse an output that cannot be a file of its own, before anything is sent."""
+    if output.suffix.lower() not in RUN_SUFFIXES:
+        raise UsageError(
+            f"-o {output}: `tagger run` writes JSON Lines, not {output.suffix}: name it "
+            f"{output.with_suffix('.jsonl').name}, then `tagger export "
+            f"{output.with_suffix('.jsonl').name} -o {output.name}` for a spreadsheet"
+        )
     if not output.name or output.is_dir():
         raise UsageError(f"-o {output} is a directory: name a file, e.g. -o {output}/tagged.jsonl")
     if output.exists() and not output.is_file():  # a device or pipe would be replaced by a file

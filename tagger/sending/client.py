@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AttemptBudget", "FormatRejected", "LLMClient", "Reply", "RequestFailed"]
 log = logging.getLogger(__name__)
+MAX_NAMES_KEPT = 20  # distinct served models / service tiers recorded per run
 
 
 class AttemptBudget:
@@ -300,9 +301,10 @@ class LLMClient:
             raise NotAnOpenAIAnswer(message) from None
         self._completions += 1
         self.health.completed()
-        if reply.model:
-            self.served_models.add(reply.model[:200])
-        if reply.service_tier:
+        # A server's words: a few distinct names are kept, not one per reply of a hostile server.
+        if reply.model and len(self.served_models) < MAX_NAMES_KEPT:
+            self.served_models.add(reply.model)
+        if reply.service_tier and len(self.service_tiers) < MAX_NAMES_KEPT:
             self.service_tiers.add(reply.service_tier[:40])
         return reply
 

@@ -166,11 +166,7 @@ class RequestRules:
         if not self.reasoning:
             return f"{self.model}: {self.family.name} family; the prompt's [params] as they are"
         effort = self.reasoning_effort or "the model's default"
-        sampling = (
-            "temperature and logprobs as asked"
-            if not self.dropped
-            else ("no temperature, no logprobs")
-        )
+        sampling = "no temperature, no logprobs" if self.dropped else "temperature and logprobs"
         return (
             f"{self.model}: reasoning model ({self.family.name} family): max_tokens sent as "
             f"{self.token_limit} (+{self._allowance()} for reasoning), {sampling}, "
