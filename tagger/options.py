@@ -57,8 +57,10 @@ ENVIRONMENT: dict[str, str] = {
 
 
 def dotenv_path() -> Path:
-    """The `.env` file a run reads its settings from (the current directory's)."""
-    return Path.cwd() / ".env"
+    """The `.env` file a run reads its settings from: the nearest one, here or above."""
+    from tagger.project import find_dotenv
+
+    return find_dotenv() or Path.cwd() / ".env"
 
 
 class RunOptions(BaseModel):
@@ -78,7 +80,7 @@ class RunOptions(BaseModel):
     timeout: float | None = Field(None, gt=0)  # None: chosen for the server
     max_attempts: int = defaults.MAX_ATTEMPTS
     repair_turns: int = defaults.REPAIR_TURNS
-    cache_dir: Path = defaults.CACHE_DIR
+    cache_dir: Path | None = None  # None: the project's cache/, else the user's cache directory
     no_cache: bool = False
     refresh: bool = False
     max_cost: float | None = None
@@ -142,6 +144,7 @@ class RunOptions(BaseModel):
 
     def config(self) -> RunConfig:
         """The validated run configuration (ConfigError or UsageError if it cannot be one)."""
+        from tagger.project import default_cache_dir
         from tagger.prompting.prompts import default_prompts_dir
 
         try:
@@ -166,7 +169,7 @@ class RunOptions(BaseModel):
                 mode=self.mode,
                 concurrency=self.concurrency,  # type: ignore[arg-type]  # None: for the server
                 repair_turns=self.repair_turns,
-                cache_dir=self.cache_dir,
+                cache_dir=self.cache_dir or default_cache_dir(),
                 use_cache=not self.no_cache,
                 refresh=self.refresh,
                 max_cost=self.max_cost,

@@ -28,6 +28,7 @@ try:
 except ModuleNotFoundError:  # run as a script (FakeLLM.spawn): make `tests` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from tests.fakebatch import FakeBatches
+from tests.fakebatch_objects import RawJSON
 from tests.fakelogprobs import AreaOdds, default_odds, token_logprobs
 from tests.fakerules import (
     CATALOGUE,
@@ -204,6 +205,9 @@ class FakeLLM:
         self.clock: Callable[[], float] = time.monotonic  # what rate windows measure
         self.per_second = False  # also enforce limit / window over every sliding second
         self.reply_headers: dict[str, str] = {}  # added to every chat reply (e.g. odd limits)
+        # Rewrites every 200 chat answer, live and batch: (first user message, body) -> a body,
+        # or RawJSON text (a hostile server: an echoed key, deep nesting, huge numbers).
+        self.reply_hook: Callable[[str, dict[str, Any]], dict[str, Any] | RawJSON] | None = None
         self.fault_rates: dict[str, float] = {}
         self.retry_after = 1.0
         self.hang_seconds = 30.0
@@ -681,7 +685,7 @@ class FakeLLM:
             extra["service_tier"] = "flex" if tier == "flex" else "default"
             model = SNAPSHOTS.get(model, model)
         model = self.answers_as or model
-        return 200, {
+        answered: dict[str, Any] = {
             "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -695,7 +699,13 @@ class FakeLLM:
                       "prompt_tokens_details": {
                           "cached_tokens": min(prompt_tokens, self.cached_prefix_tokens)},
                       "completion_tokens_details": {"reasoning_tokens": reasoning}},
-        }, rl_headers  # fmt: skip
+        }  # fmt: skip
+        if self.reply_hook is not None:
+            hooked = self.reply_hook(user, answered)
+            if isinstance(hooked, RawJSON):
+                return 200, hooked, rl_headers | {"content-type": "application/json"}
+            answered = hooked
+        return 200, answered, rl_headers
 
     def _logprobs(
         self,

@@ -121,9 +121,13 @@ def test_own_output_in_the_input_directory_is_not_read(tagger_cli: TaggerCLI) ->
         assert result.exit_code == 0, result.output
         assert len(tagger_cli.rows(out)) == 57
         assert tagger_cli.manifest(out)["input_count"] == 57
-    # A .jsonl without a manifest beside it is an input like any other.
+    # A copy without its manifest is still tagger's (its rows say so): skipped in a folder,
+    # read when named.
     shutil.copy(out, folder / "more.jsonl")
     result = tagger_cli.run(inputs=[folder], out=tagger_cli.out)
+    assert result.exit_code == 0, result.output
+    assert len(tagger_cli.rows()) == 57
+    result = tagger_cli.run(inputs=[folder, folder / "more.jsonl"], out=tagger_cli.out)
     assert result.exit_code == 0, result.output
     assert len(tagger_cli.rows()) == 114
 

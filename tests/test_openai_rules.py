@@ -267,3 +267,28 @@ def test_eval_says_why_a_reasoning_run_has_no_confidence(tagger_cli: TaggerCLI) 
     result = tagger_cli.invoke(["eval", tagger_cli.out, "--gold", gold])
     assert result.exit_code == 0, result.output
     assert "the run's rows have no task_area_confidence" in one_line(result.output)
+
+
+def test_a_batch_of_a_model_the_server_does_not_list_is_not_submitted(
+    tagger_cli: TaggerCLI,
+) -> None:
+    tagger_cli.fake.models = ["gpt-5-mini"]
+    result = batch_run(tagger_cli, "--model", "gpt-5-nano")
+    assert result.exit_code == 2, result.output
+    assert "model 'gpt-5-nano' was not found" in one_line(result.stderr)
+    assert tagger_cli.fake.batches is not None and tagger_cli.fake.batches.created == []
+
+
+def test_flex_capacity_short_for_every_request_says_what_to_do(tagger_cli: TaggerCLI) -> None:
+    tagger_cli.fake.fault_rates = {"flex_busy": 1.0}
+    result = tagger_cli.run(
+        "--model", "gpt-5-mini", "--service-tier", "flex", "--max-attempts", "2",
+        inputs=[tagger_cli.small_input(3)],
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert len(tagger_cli.chats()) == 3 * 2  # each abstract retried the 429 once (not billed)
+    for row in tagger_cli.rows():
+        assert "HTTP 429" in row["error"] and "drop --service-tier flex" in row["error"]
+    assert "3 x HTTP 429" in one_line(result.stderr)  # the commonest reason, counted
+    manifest = tagger_cli.manifest()
+    assert manifest["service_tier"] == "flex" and manifest["reasoning_effort"] is None

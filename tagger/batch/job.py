@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -133,7 +134,7 @@ def _open_job(
         job = JobState(
             job_id=job_id,
             output=str(output) if output is not None else "-",
-            command=command,
+            command=_pin_mode(command, _mode(config, output)),
             model=config.client.model,
             base_url=public_url(config.client.effective_base_url),
             mode=_mode(config, output).value,
@@ -157,6 +158,13 @@ def _answered_since(job: JobState, cache: AnswerCache) -> None:
             item.status = "ok"
             item.error = None
             item.turns = []
+
+
+def _pin_mode(command: str, mode: Mode) -> str:
+    """The command to collect the job with, naming its mode (the next run may detect another)."""
+    if not command or "--mode" in shlex.split(command):
+        return command
+    return f"{command} --mode {mode.value}"
 
 
 def _mode(config: RunConfig, output: Path | None) -> Mode:

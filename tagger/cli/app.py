@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -55,9 +54,13 @@ def main(
     from dotenv import load_dotenv
 
     from tagger.cli.logs import logs_on_stderr
+    from tagger.project import find_dotenv
 
     # Loaded here, not at import, and before subcommand options read their envvars.
-    load_dotenv(Path.cwd() / ".env", override=False)
+    # The nearest .env, here or above (find_dotenv(usecwd=True)): `cd seeds` keeps the key.
+    dotenv = find_dotenv()
+    if dotenv is not None:
+        load_dotenv(dotenv, override=False)
     ctx.with_resource(logs_on_stderr())  # warnings of every command; `run` sets its own level
 
 

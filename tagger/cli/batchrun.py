@@ -71,16 +71,20 @@ def progress_line(state: JobState) -> str:
     )
 
 
-def rerun_command(command: RunCommand, options: RunOptions) -> str:
-    """The command that finds this job again (the API key is never part of it)."""
+def rerun_command(command: RunCommand, options: RunOptions, prompt_ref: str | None = None) -> str:
+    """The command that finds this job again (the API key is never part of it).
+
+    The prompt is pinned to the version this run used (prompt_ref): a newer version added
+    before collecting would otherwise make the printed command submit a second, paid job.
+    """
     parts = ["tagger", "run", *map(str, command.paths), "-o", str(command.output), "--batch"]
     chosen: list[tuple[str, Any, Any]] = [
         ("--model", options.model, defaults.MODEL),
         ("--base-url", public_url(options.base_url) if options.base_url else None, None),
-        ("--prompt", options.prompt, None),
+        ("--prompt", prompt_ref or options.prompt, None),
         ("--prompts-dir", options.prompts_dir, None),
         ("--mode", options.mode.value if options.mode is not None else None, None),
-        ("--cache-dir", options.cache_dir, defaults.CACHE_DIR),
+        ("--cache-dir", options.cache_dir, None),
     ]
     for flag, value, default in chosen:
         if value is not None and value != default:
@@ -102,10 +106,15 @@ def run_batch(
     from tagger.batch.job import run_batch_job
     from tagger.cli.tables import print_summary
     from tagger.pipeline.bar import BarProgress
+    from tagger.sending.models import check_model_offered
+
+    check_model_offered(config.client)  # a batch of a model the server does not list: stop now
+    from tagger.prompting.prompts import load_prompt
 
     destination = None if str(command.output) == "-" else command.output
     sink = BarProgress(console, scanned.count, show=not command.quiet)
-    rerun = rerun_command(command, options)
+    prompt_ref = load_prompt(config.prompts_dir, config.prompt_ref).ref
+    rerun = rerun_command(command, options, prompt_ref)
     run = run_batch_job(
         config,
         scanned,
@@ -126,6 +135,7 @@ def run_batch(
         )
         raise typer.Exit(EXIT_INTERRUPTED) from None
     job, stats = result.job, result.stats
+    rerun = job.command or rerun  # pinned to the job's mode too
     if stats is None:
         running = len(job.active_batches())
         say(

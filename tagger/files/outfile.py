@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import json
+import io
 import logging
 import os
 import sys
@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from tagger import jsondata
 from tagger.errors import OutputError, UsageError
-from tagger.files.atomic import write_failed
+from tagger.files.atomic import recreate, write_failed
 from tagger.files.rows import JsonlWriter, manifest_path, partial_path, write_json_temporary
 
 if TYPE_CHECKING:
@@ -40,7 +41,9 @@ class OutputFile:
         self._lock = _OutputLock(output)
         try:
             _check_replaceable(output)
-            self._stream: IO[str] = self.partial.open("w", encoding="utf-8", newline="\n")
+            self._stream: IO[str] = io.TextIOWrapper(
+                recreate(self.partial), encoding="utf-8", newline="\n"
+            )
         except OSError as exc:
             self._lock.release()
             raise _unwritable(output, exc) from exc
@@ -135,6 +138,11 @@ class _OutputLock:
                     " wait for it to finish or choose another -o"
                 ) from None
             except OSError as exc:
+                if self.path.is_symlink():
+                    raise UsageError(
+                        f"{self.path} is a symlink: tagger follows no link it finds beside -o; "
+                        "remove it and rerun"
+                    ) from None
                 raise _unwritable(output, exc) from exc
             # The previous holder may have removed the file between our open and our lock.
             if self._held == _identity(self.path):
@@ -146,8 +154,11 @@ class _OutputLock:
         """Called by filelock with the locked file: note which file it is, write our pid."""
         held = os.fstat(fd)
         self._held = (held.st_dev, held.st_ino)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError as exc:  # a full disk: the output error, not a bad -o
+            raise write_failed(self.path, exc) from exc
 
     def release(self) -> None:
         """Remove the lock file, then unlock (a run that opened it meanwhile sees it gone)."""
@@ -184,8 +195,19 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return on_disk.st_dev, on_disk.st_ino
 
 
+# `tagger run` writes JSON Lines, whatever -o is called: a name that promises another format
+# (out.xlsx, out.csv) would hold JSONL that a spreadsheet shows as one garbled column.
+RUN_SUFFIXES = ("", ".jsonl", ".ndjson", ".jsonlines")
+
+
 def _check_target(output: Path, inputs: Sequence[Path]) -> None:
     """Refuse an output that cannot be a file of its own, before anything is sent."""
+    if output.suffix.lower() not in RUN_SUFFIXES:
+        raise UsageError(
+            f"-o {output}: `tagger run` writes JSON Lines, not {output.suffix}: name it "
+            f"{output.with_suffix('.jsonl').name}, then `tagger export "
+            f"{output.with_suffix('.jsonl').name} -o {output.name}` for a spreadsheet"
+        )
     if not output.name or output.is_dir():
         raise UsageError(f"-o {output} is a directory: name a file, e.g. -o {output}/tagged.jsonl")
     if output.exists() and not output.is_file():  # a device or pipe would be replaced by a file
@@ -201,9 +223,9 @@ def _check_target(output: Path, inputs: Sequence[Path]) -> None:
 
 def _check_replaceable(output: Path) -> None:
     """Refuse an existing OUT that is read-only: the run could not replace it at the end."""
-    if output.exists():
-        with output.open("a", encoding="utf-8"):
-            pass  # opening for append changes nothing, but fails on a read-only file
+    if output.exists() and not output.is_symlink():  # a link is replaced, its target untouched
+        # Opening for append changes nothing, but fails on a read-only file.
+        os.close(os.open(output, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)))
 
 
 def _unwritable(output: Path, exc: OSError) -> UsageError:
@@ -215,10 +237,11 @@ def _ok_rows(output: Path) -> int:
     """How many ok rows an existing output holds (unreadable lines count as nothing)."""
     count = 0
     try:
-        with output.open(encoding="utf-8", errors="replace") as handle:
-            for line in handle:
+        with output.open("rb") as handle:
+            for raw in handle:  # split on \n only, as the rows were written
+                line = raw.decode("utf-8", "replace")
                 try:
-                    row = json.loads(line)
+                    row = jsondata.parse_json(line)
                 except ValueError:
                     continue
                 count += isinstance(row, dict) and row.get("status") == "ok"

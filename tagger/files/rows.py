@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tagger import jsondata
 from tagger.files.abstracts import Abstract
 from tagger.files.atomic import write_atomic, write_failed, write_temporary
 from tagger.pipeline.outcome import Status
@@ -183,7 +183,8 @@ class JsonlWriter:
         try:
             # The row's own dict when it has no extras: a copy per row would cost a big run.
             record = row.__dict__ if not row.__pydantic_extra__ else row.fields()
-            self._stream.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self._stream.write(jsondata.dumps(record) + "
+")
         except BrokenPipeError:
             raise  # a reader of standard output went away: the CLI says so
         except OSError as exc:
@@ -210,4 +211,4 @@ def write_json_temporary(path: Path, data: dict[str, Any]) -> Path:
 
 
 def _json_document(data: dict[str, Any]) -> str:
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    return jsondata.dumps(data, indent=2) + "\n"

@@ -13,6 +13,7 @@ from typing import Any
 import diskcache
 
 from tagger.errors import CacheError, CacheWriteError
+from tagger.jsondata import parse_server_json
 from tagger.pipeline.outcome import Outcome
 from tagger.sending.confidence import AreaConfidence
 from tagger.usage import Usage
@@ -171,8 +172,8 @@ class AnswerCache:
         if not isinstance(raw, str):
             return None
         try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
+            value = parse_server_json(raw)  # a planted entry: bounded, junk numbers as null
+        except ValueError:
             return None
         return value if isinstance(value, dict) else None
 

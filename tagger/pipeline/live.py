@@ -43,6 +43,9 @@ class AbstractTagger(Protocol):
         ...
 
 
+MAX_ERROR_REASONS = 1000  # distinct failure reasons tallied for the summary's top three
+
+
 @dataclass
 class _Pending:
     abstract: Abstract
@@ -232,7 +235,10 @@ class LiveRunner:
         stats.ok += status is Status.OK
         stats.failed += status is Status.FAILED
         if status is Status.FAILED and outcome.error:
-            self._errors[" ".join(outcome.error.split())[:200]] += 1
+            reason = " ".join(outcome.error.split())[:200]
+            if reason not in self._errors and len(self._errors) >= MAX_ERROR_REASONS:
+                reason = "other reasons"  # a bounded tally, however varied the failures
+            self._errors[reason] += 1
         stats.not_run += status is Status.NOT_RUN
         stats.cached += item.cached
         self.progress.written(row)

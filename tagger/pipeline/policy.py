@@ -171,7 +171,7 @@ class ItemPolicy:
             thought = reply.usage.reasoning_tokens if not reply.content.strip() else 0
             return self._cut_off(state, thought)
         try:
-            answer = check_answer(reply.content, self.answer_model)
+            answer = check_answer(reply.content, self.answer_model, problem=reply.problem)
         except InvalidAnswer as exc:
             problems = str(exc)
             if state.repairs < self.repair_turns and self.can_send(state):

@@ -19,8 +19,15 @@ REPAIR_REQUEST = (
 ECHOED_REPLY_CHARS = 4000
 
 
-def check_answer(content: str, answer_model: type[BaseModel]) -> dict[str, Any]:
-    """The validated answer as JSON data; InvalidAnswer with the problems for the user if not."""
+def check_answer(
+    content: str, answer_model: type[BaseModel], *, problem: str | None = None
+) -> dict[str, Any]:
+    """The validated answer as JSON data; InvalidAnswer with the problems for the user if not.
+
+    `problem` is why the reply could not be read at all (Reply.problem): the answer's problem.
+    """
+    if problem is not None:
+        raise InvalidAnswer(problem)
     try:
         answer = answer_model.model_validate(extract_json(content))
     except ValidationError as exc:

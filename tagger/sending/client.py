@@ -25,7 +25,7 @@ from tagger.redact import public_url, redact
 from tagger.sending.gate import GateSnapshot, SendGate
 from tagger.sending.models import check_model_offered, offered_models_hint
 from tagger.sending.params import RequestRules, refusal_of
-from tagger.sending.reply import Reply, reply_from_json
+from tagger.sending.reply import Reply, reply_from_text
 from tagger.sending.sdk import check_transport, open_sdk
 from tagger.sending.server_faults import (
     ServerHealth,
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AttemptBudget", "FormatRejected", "LLMClient", "Reply", "RequestFailed"]
 log = logging.getLogger(__name__)
+MAX_NAMES_KEPT = 20  # distinct served models / service tiers recorded per run
 
 
 class AttemptBudget:
@@ -254,7 +255,7 @@ class LLMClient:
         """Send one chat-completions body (from build_request) once."""
         import openai
 
-        async with self.gate.slot(estimated_tokens):
+        async with self.gate.slot(estimated_tokens) as released:
             self.requests += 1
             usage = NO_USAGE
             try:
@@ -266,7 +267,7 @@ class LLMClient:
                 async with asyncio.timeout(self.config.timeout):
                     raw = await create(**body)
                 self.health.responded(raw.http_response.status_code)
-                self.gate.observe(raw.headers)
+                self.gate.observe(raw.headers, answered_sent_at=released)
                 reply = self._read(raw)
                 usage = reply.usage
                 if self.on_answer is not None:
@@ -288,7 +289,9 @@ class LLMClient:
     def _read(self, raw: Any) -> Reply:
         """The reply; fatal if it is no chat completion."""
         try:
-            reply = reply_from_json(raw.parse(to=dict))
+            # Read by tagger's bounded reader, not the SDK's json: junk numbers and nesting
+            # become a row's problem, never an exception; the key is hidden wherever echoed.
+            reply = reply_from_text(redact(raw.http_response.text, self._secret))
         except (ValueError, TypeError, AttributeError, IndexError):
             content_type = raw.headers.get("content-type", "no content type").split(";")[0]
             what = "an HTML page" if "html" in content_type else f"a {content_type} body"
@@ -298,9 +301,10 @@ class LLMClient:
             raise NotAnOpenAIAnswer(message) from None
         self._completions += 1
         self.health.completed()
-        if reply.model:
-            self.served_models.add(reply.model[:200])
-        if reply.service_tier:
+        # A server's words: a few distinct names are kept, not one per reply of a hostile server.
+        if reply.model and len(self.served_models) < MAX_NAMES_KEPT:
+            self.served_models.add(reply.model)
+        if reply.service_tier and len(self.service_tiers) < MAX_NAMES_KEPT:
             self.service_tiers.add(reply.service_tier[:40])
         return reply
 
@@ -318,6 +322,9 @@ class LLMClient:
         return RequestFailed(reason)
 
     def _item_failed(self, reason: str) -> Exception:
+        if self.config.service_tier == "flex" and reason.startswith("HTTP 429"):
+            # Flex capacity comes and goes: the flex guide's advice, not "is the server down".
+            reason += "; flex capacity is short: rerun later, or drop --service-tier flex"
         fatal = self.health.item_failed(reason)
         if fatal is not None:
             self.gate.stop(str(fatal))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from tagger.config import ClientConfig
 from tagger.errors import FatalAPIError
 from tagger.redact import public_url, redact
@@ -11,6 +13,7 @@ from tagger.sending.server_faults import server_message
 LIST_TIMEOUT = 15.0
 HINT_TIMEOUT = 5.0
 HINT_MAX_MODELS = 20
+_AZURE_HOSTS = (".openai.azure.com", ".services.ai.azure.com", ".cognitiveservices.azure.com")
 
 
 def list_models(config: ClientConfig, timeout: float = LIST_TIMEOUT) -> list[str]:
@@ -47,6 +50,8 @@ def check_model_offered(config: ClientConfig) -> None:
     """
     import openai
 
+    if names_deployments(config.effective_base_url):
+        return
     where = public_url(config.effective_base_url)
     try:
         offered = _fetch_models(config, HINT_TIMEOUT)
@@ -63,6 +68,12 @@ def check_model_offered(config: ClientConfig) -> None:
         f"model '{model}' was not found at {where} (GET /models lists {len(offered)} others): "
         f"check --model / TAGGER_MODEL{_offered(offered)}"
     )
+
+
+def names_deployments(base_url: str) -> bool:
+    """Azure OpenAI: --model names a deployment, which GET /models does not list (base models)."""
+    host = (urlsplit(base_url).hostname or "").lower()
+    return host.endswith(_AZURE_HOSTS)
 
 
 def _fetch_models(config: ClientConfig, timeout: float) -> list[str]:

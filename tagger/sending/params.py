@@ -51,7 +51,10 @@ MAX_LEARNED = 20  # adaptations replayed from a job file at most (one per parame
 _SAMPLING = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "logit_bias")
 _QUOTED = re.compile(r"'([A-Za-z_][A-Za-z0-9_.]*)'")
 _SUPPORTED = re.compile(r"[Ss]upported values are:?(.*)")
-_REFUSAL_WORDS = ("unsupported", "not supported", "unknown", "unrecognized", "not permitted")
+_REFUSAL_WORDS = ("unsupported", "not support", "unknown", "unrecognized", "not permitted")
+_REFUSAL_CODES = frozenset({"unsupported_parameter", "unsupported_value", "unknown_parameter"})
+# Parts of every request that other mechanisms handle (the mode fallback) or that cannot go.
+_NOT_ADAPTED = frozenset({"model", "messages", "response_format", "service_tier"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,19 +73,22 @@ def refusal_of(status: int, body: object, message: str, sent: Iterable[str]) -> 
     error = body.get("error", body) if isinstance(body, dict) else None
     param = error.get("param") if isinstance(error, dict) else None
     code = error.get("code") if isinstance(error, dict) else None
-    names = set(sent)
+    names = set(sent) - _NOT_ADAPTED
+    code = code if isinstance(code, str) else None
+    lowered = message.lower()
+    # A refusal of the parameter itself, not of its value's size ("max_tokens is too large").
+    refusing = code in _REFUSAL_CODES or any(word in lowered for word in _REFUSAL_WORDS)
+    if not refusing:
+        return None
     if isinstance(param, str) and param:
         name = "reasoning_effort" if param.endswith("effort") else param.split(".")[0]
         if name in names:
-            return Refusal(name, code if isinstance(code, str) else None, message)
-    lowered = message.lower()
-    if not any(word in lowered for word in _REFUSAL_WORDS):
-        return None
+            return Refusal(name, code, message)
     # No `param` (vLLM, proxies): the first parameter we sent that the message names.
     for quoted in _QUOTED.findall(message):
         name = "reasoning_effort" if quoted.endswith("effort") else quoted.split(".")[0]
         if name in names:
-            return Refusal(name, code if isinstance(code, str) else None, message)
+            return Refusal(name, code, message)
     return None
 
 
@@ -116,7 +122,9 @@ class RequestRules:
         reasoning = family is not None and family.reasoning
         asked = reasoning_effort or prompt_params.get("reasoning_effort")
         effort = asked if isinstance(asked, str) else None
-        if effort is None and family is not None:
+        if family is not None and not reasoning:
+            effort = None  # an OpenAI model that does not reason refuses the parameter
+        elif effort is None and family is not None:
             effort = family.lowest_effort
         # A reasoning model refuses sampling parameters, unless it does not reason this time.
         samples = not reasoning or (
@@ -129,7 +137,7 @@ class RequestRules:
             reasoning_effort=effort,
             service_tier=service_tier,
             token_limit="max_completion_tokens" if reasoning else "max_tokens",
-            dropped=set() if samples else set(_SAMPLING),
+            dropped=set() if samples else {*_SAMPLING, "logprobs", "top_logprobs"},
         )
         rules.replay(learned)
         return rules
@@ -158,11 +166,7 @@ class RequestRules:
         if not self.reasoning:
             return f"{self.model}: {self.family.name} family; the prompt's [params] as they are"
         effort = self.reasoning_effort or "the model's default"
-        sampling = (
-            "temperature and logprobs as asked"
-            if not self.dropped
-            else ("no temperature, no logprobs")
-        )
+        sampling = "no temperature, no logprobs" if self.dropped else "temperature and logprobs"
         return (
             f"{self.model}: reasoning model ({self.family.name} family): max_tokens sent as "
             f"{self.token_limit} (+{self._allowance()} for reasoning), {sampling}, "
@@ -218,6 +222,7 @@ class RequestRules:
             if not self.logprobs:
                 return None
             self.logprobs = False
+            self.dropped |= {"logprobs", "top_logprobs"}  # the prompt's own too
             return "logprobs no longer asked for (rows get no task_area_confidence)"
         if name == "reasoning_effort":
             return self._adapt_effort(refusal)
@@ -250,6 +255,7 @@ class RequestRules:
                 self.token_limit = "max_tokens"
             elif what.startswith("logprobs no longer"):
                 self.logprobs = False
+                self.dropped |= {"logprobs", "top_logprobs"}
             elif what.startswith("reasoning_effort="):
                 self.reasoning_effort = what.split("=", 1)[1].split(",")[0]
             elif what == "reasoning_effort no longer sent":
