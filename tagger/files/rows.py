@@ -183,8 +183,7 @@ class JsonlWriter:
         try:
             # The row's own dict when it has no extras: a copy per row would cost a big run.
             record = row.__dict__ if not row.__pydantic_extra__ else row.fields()
-            self._stream.write(jsondata.dumps(record) + "
-")
+            self._stream.write(jsondata.dumps(record) + "\n")
         except BrokenPipeError:
             raise  # a reader of standard output went away: the CLI says so
         except OSError as exc:
