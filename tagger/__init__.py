@@ -15,20 +15,44 @@ from typing import TYPE_CHECKING, Any
 from tagger.__version__ import __version__
 
 if TYPE_CHECKING:
-    from tagger.api import Run, atag, tag
+    from tagger import errors
+    from tagger.api import Run, atag, tag, tag_frame
     from tagger.files.rows import Row
+    from tagger.reviewing import CompareReport, EvalReport, compare, evaluate, read_run, sample
 
-__all__ = ["Row", "Run", "__version__", "atag", "tag"]
+__all__ = [
+    "CompareReport",
+    "EvalReport",
+    "Row",
+    "Run",
+    "__version__",
+    "atag",
+    "compare",
+    "errors",
+    "evaluate",
+    "read_run",
+    "sample",
+    "tag",
+    "tag_frame",
+]
 
 
 def __getattr__(name: str) -> Any:
     """Import a public name on first use (PEP 562)."""
-    if name in ("Run", "atag", "tag"):
+    if name in ("Run", "atag", "tag", "tag_frame"):
         from tagger import api
 
         return getattr(api, name)
+    if name in ("CompareReport", "EvalReport", "compare", "evaluate", "read_run", "sample"):
+        from tagger import reviewing
+
+        return getattr(reviewing, name)
     if name == "Row":
         from tagger.files.rows import Row
 
         return Row
+    if name == "errors":
+        from tagger import errors
+
+        return errors
     raise AttributeError(f"module 'tagger' has no attribute {name!r}")

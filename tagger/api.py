@@ -23,8 +23,17 @@ from tagger.pricing import PriceTable
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["Run", "atag", "tag"]
+    from tagger.batch.jobfile import JobState
+    from tagger.config import RunConfig
+
+__all__ = ["TAGGED_COLUMNS", "Run", "atag", "tag", "tag_frame"]
+# The columns tag_frame() adds to a DataFrame (replacing any of the same name).
+TAGGED_COLUMNS = (
+    "summary", "task_area", "task_area_confidence", "task_area_runner_up",
+    "task_area_runner_up_confidence", "method_tags", "status", "error",
+)  # fmt: skip
 GIVEN = "<items>"  # the `source` of abstracts passed in memory
+BATCH_COMMAND = "tagger.tag(items, batch=True, ...)"  # what collects a batch job again
 _OPTIONAL = ("title", "id", "venue", "year")
 T = TypeVar("T")
 
@@ -98,26 +107,48 @@ async def atag(items: object, *, progress: bool = True, **options: Any) -> Run:
     """Tag abstracts inside a running event loop; see `tag()` for the arguments."""
     chosen = RunOptions.resolve(options)
     config = chosen.config()
-    if config.batch is not None:
+    if chosen.ray or (config.batch is not None and config.batch.detach):
         from tagger.errors import UsageError
 
-        raise UsageError("batch=True is for `tagger run --batch`: tag() runs live")
+        if chosen.ray:
+            raise UsageError("ray is for `tagger run --ray -o FILE`: tag() runs in this process")
+        raise UsageError("detach is for `tagger run --batch --detach`: tag(batch=True) waits")
     require_key(config)
     prices = PriceTable.load(chosen.prices)
     given = read_items(items)
     rows = RowList()
-    sink: ProgressSink = SilentProgress()
-    if progress:
-        from rich.console import Console
+    if not progress:
+        return await _run(config, given, rows, SilentProgress(), prices)
+    from rich.console import Console
 
-        from tagger.pipeline.bar import BarProgress
+    from tagger.pipeline.bar import BarProgress
 
-        bar = BarProgress(Console(stderr=True), given.count, show=True)
-        with bar.shown():
-            stats, manifest = await tag_into(config, given, rows, bar, prices)
+    bar = BarProgress(Console(stderr=True), given.count, show=True)
+    with bar.shown():
+        return await _run(config, given, rows, bar, prices)
+
+
+async def _run(
+    config: RunConfig, given: InputScan, rows: RowList, sink: ProgressSink, prices: PriceTable
+) -> Run:
+    """The run, live or through the Batch API (waiting for its batches), into rows."""
+    if config.batch is None:
+        stats, manifest = await tag_into(config, given, rows, sink, prices)
         return Run(rows.rows, stats, manifest)
-    stats, manifest = await tag_into(config, given, rows, sink, prices)
-    return Run(rows.rows, stats, manifest)
+    from tagger.batch.job import run_batch_job
+
+    result = await run_batch_job(
+        config, given, None, sink, prices, _Unwatched(), BATCH_COMMAND, writer=rows
+    )
+    assert result.stats is not None and result.manifest is not None  # it waited: rows written
+    return Run(rows.rows, result.stats, result.manifest)
+
+
+class _Unwatched:
+    """No progress lines while batches run (the bar shows the rows once they are collected)."""
+
+    def update(self, state: JobState) -> None:
+        """Nothing to show."""
 
 
 def tag(items: object, *, progress: bool = True, **options: Any) -> Run:
@@ -131,7 +162,8 @@ def tag(items: object, *, progress: bool = True, **options: Any) -> Run:
         variables (and the `.env` file of the current directory): model, base_url, api_key,
         prompt, prompts_dir, mode, concurrency, rpm, tpm, timeout, max_attempts,
         repair_turns, cache_dir, no_cache, refresh, max_cost, max_requests, prices, http,
-        no_logprobs.
+        no_logprobs; batch=True (the Batch API: half price, waits for the batches), with
+        finish_live, batch_max_requests, batch_max_bytes, batch_poll.
 
     Works in a plain script and inside a running event loop (Jupyter): there the run goes on
     in a worker thread. Interrupting stops sending; every answer already in is kept in the
@@ -144,6 +176,30 @@ def tag(items: object, *, progress: bool = True, **options: Any) -> Run:
     except RuntimeError:
         return asyncio.run(atag(items, progress=progress, **options))
     return in_worker_thread(lambda: atag(items, progress=progress, **options))
+
+
+def tag_frame(
+    frame: pandas.DataFrame,
+    text: str = "abstract",
+    title: str | None = "title",
+    id: str | None = "id",
+    *,
+    progress: bool = True,
+    **options: Any,
+) -> pandas.DataFrame:
+    """Tag the abstracts of a DataFrame: a copy with TAGGED_COLUMNS added, rows in order.
+
+    text, title, id: the columns holding the abstract, its title and its id (title and id
+    are used only if the frame has them). options: as for `tag()`. Needs `tagger[pandas]`.
+    """
+    from tagger.frames import frame_items, require_pandas
+
+    require_pandas()
+    run = tag(list(frame_items(frame, text, title, id)), progress=progress, **options)
+    tagged = frame.copy()
+    for column in TAGGED_COLUMNS:
+        tagged[column] = [getattr(row, column) for row in run.rows]
+    return tagged
 
 
 def in_worker_thread(start: Callable[[], Coroutine[Any, Any, T]]) -> T:

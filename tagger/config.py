@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from tagger import defaults
 from tagger.defaults import default_concurrency, default_timeout
+from tagger.project import default_cache_dir
 
 
 class Mode(StrEnum):
@@ -36,6 +37,17 @@ class HttpBackend(StrEnum):
     AIOHTTP = "aiohttp"
 
 
+class ServiceTier(StrEnum):
+    """OpenAI's processing tiers tagger offers (`service_tier` in the request)."""
+
+    DEFAULT = "default"
+    # Half price (Batch API rates), slower, and now and then a 429 "resource unavailable".
+    FLEX = "flex"
+
+
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+
+
 class ClientConfig(BaseModel):
     """Everything needed to talk to one OpenAI-compatible server."""
 
@@ -52,13 +64,19 @@ class ClientConfig(BaseModel):
     tpm: int | None = Field(None, ge=1)
     # Ask for token log-probabilities (the task area's confidence); dropped if the server refuses.
     logprobs: bool = True
+    # None: the prompt's [params], else the cheapest the model family takes (sending.families).
+    reasoning_effort: ReasoningEffort | None = None
+    service_tier: ServiceTier | None = None  # None: not sent (the server's default tier)
 
     @model_validator(mode="before")
     @classmethod
     def _timeout_for_server(cls, data: Any) -> Any:
-        """No --timeout: 600 s for a local server (a CPU model is slow), else 300 s."""
+        """No --timeout: 600 s for a local server (a CPU model is slow), else 300 s; flex 900 s."""
         if isinstance(data, dict) and data.get("timeout") is None:
-            data = {**data, "timeout": default_timeout(data.get("base_url"))}
+            timeout = default_timeout(data.get("base_url"))
+            if data.get("service_tier") == ServiceTier.FLEX:
+                timeout = max(timeout, defaults.FLEX_TIMEOUT)
+            data = {**data, "timeout": timeout}
         return data
 
     @field_validator("base_url")
@@ -71,20 +89,6 @@ class ClientConfig(BaseModel):
     def effective_base_url(self) -> str:
         """The base URL requests go to, without trailing slash."""
         return (self.base_url or defaults.BASE_URL).rstrip("/")
-
-    def api_key_problem(self) -> str | None:
-        """What makes the API key unusable before anything is sent, or None."""
-        if self.api_key is None:
-            return None
-        key = self.api_key.get_secret_value()
-        if key != key.strip():
-            return "starts or ends with whitespace (a stray space or newline in .env?)"
-        if not key.isascii() or not key.isprintable() or any(c.isspace() for c in key):
-            return "contains spaces or characters an HTTP header cannot carry"
-        # Local servers accept any key; the official API's placeholder means .env was not edited.
-        if ("..." in key or "…" in key) and self.effective_base_url == defaults.BASE_URL:
-            return "is the placeholder from .env.example, not a real key"
-        return None
 
 
 class BatchConfig(BaseModel):
@@ -111,7 +115,7 @@ class RunConfig(BaseModel):
     mode: Mode | None = None  # None: detect once per run
     concurrency: int = Field(defaults.REMOTE_CONCURRENCY, ge=1, le=1024)
     repair_turns: int = Field(defaults.REPAIR_TURNS, ge=0, le=5)
-    cache_dir: Path = defaults.CACHE_DIR
+    cache_dir: Path = Field(default_factory=default_cache_dir)
     use_cache: bool = True
     refresh: bool = False
     max_cost: float | None = Field(None, ge=0)

@@ -6,14 +6,12 @@ The defaults that depend on the server (concurrency, timeout) are resolved here 
 
 from __future__ import annotations
 
-from pathlib import Path
 from urllib.parse import urlsplit
 
-MODEL = "gpt-4o-mini"
+MODEL = "gpt-5.4-nano"  # cheap, current, no reasoning by default: see docs/cloud-models.md
 BASE_URL = "https://api.openai.com/v1"
 MAX_ATTEMPTS = 6  # HTTP requests per abstract, retries, repairs and the length retry included
 REPAIR_TURNS = 2  # times an invalid answer is sent back with its validation error
-CACHE_DIR = Path("cache")  # the answer cache, relative to where tagger runs
 # Requests in flight when --concurrency is not given. llama.cpp, llama-cpp-python, Ollama and
 # LM Studio answer one request at a time by default: more in flight only wait in the server's
 # queue, where they run into --timeout.
@@ -24,6 +22,8 @@ LOCAL_CONCURRENCY = 1
 # has not answered in five minutes is down, not slow.
 REMOTE_TIMEOUT = 300.0
 LOCAL_TIMEOUT = 600.0
+# OpenAI's flex-processing guide: requests are slower, raise the SDK's timeout to 15 minutes.
+FLEX_TIMEOUT = 900.0
 # The OpenAI Batch API's limits per input file, and how often a waiting run asks for progress.
 BATCH_MAX_REQUESTS = 50_000
 BATCH_MAX_BYTES = 200 * 1024 * 1024

@@ -16,7 +16,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from tagger import defaults
-from tagger.config import BatchConfig, ClientConfig, HttpBackend, Mode, RunConfig
+from tagger.config import (
+    BatchConfig,
+    ClientConfig,
+    HttpBackend,
+    Mode,
+    ReasoningEffort,
+    RunConfig,
+    ServiceTier,
+)
 from tagger.errors import ConfigError, UsageError
 
 __all__ = ["ENVIRONMENT", "RunOptions", "dotenv_path"]
@@ -39,15 +47,20 @@ ENVIRONMENT: dict[str, str] = {
     "max_requests": "TAGGER_MAX_REQUESTS",
     "prices": "TAGGER_PRICES",
     "http": "TAGGER_HTTP",
+    "reasoning_effort": "TAGGER_REASONING_EFFORT",
+    "service_tier": "TAGGER_SERVICE_TIER",
     "batch_max_requests": "TAGGER_BATCH_MAX_REQUESTS",
     "batch_max_bytes": "TAGGER_BATCH_MAX_BYTES",
     "batch_poll": "TAGGER_BATCH_POLL",
+    "ray_address": "RAY_ADDRESS",
 }
 
 
 def dotenv_path() -> Path:
-    """The `.env` file a run reads its settings from (the current directory's)."""
-    return Path.cwd() / ".env"
+    """The `.env` file a run reads its settings from: the nearest one, here or above."""
+    from tagger.project import find_dotenv
+
+    return find_dotenv() or Path.cwd() / ".env"
 
 
 class RunOptions(BaseModel):
@@ -67,7 +80,7 @@ class RunOptions(BaseModel):
     timeout: float | None = Field(None, gt=0)  # None: chosen for the server
     max_attempts: int = defaults.MAX_ATTEMPTS
     repair_turns: int = defaults.REPAIR_TURNS
-    cache_dir: Path = defaults.CACHE_DIR
+    cache_dir: Path | None = None  # None: the project's cache/, else the user's cache directory
     no_cache: bool = False
     refresh: bool = False
     max_cost: float | None = None
@@ -75,12 +88,17 @@ class RunOptions(BaseModel):
     prices: Path | None = None  # a TOML file of prices over the built-in table
     http: Literal["httpx", "aiohttp"] = "httpx"
     no_logprobs: bool = False
+    reasoning_effort: ReasoningEffort | None = None  # None: the prompt's, else the cheapest
+    service_tier: ServiceTier | None = None  # None: not sent (the server's default tier)
     batch: bool = False
     detach: bool = False
     finish_live: bool = False
     batch_max_requests: int = defaults.BATCH_MAX_REQUESTS
     batch_max_bytes: int = defaults.BATCH_MAX_BYTES
     batch_poll: float = defaults.BATCH_POLL_SECONDS
+    ray: bool = False  # `tagger run --ray` (tagger.cli.rayrun)
+    ray_address: str | None = None  # None: start a local Ray
+    ray_actors: int = Field(2, ge=1)
 
     @field_validator("cache_dir", mode="before")
     @classmethod
@@ -89,6 +107,14 @@ class RunOptions(BaseModel):
         if isinstance(value, str) and not value.strip():
             raise ValueError("empty: name a directory")
         return value
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> RunOptions:
+        """Options from values already resolved (the CLI's flags); ConfigError for a misfit."""
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            raise config_error(exc) from None
 
     @classmethod
     def resolve(
@@ -114,13 +140,11 @@ class RunOptions(BaseModel):
             if value:  # an empty variable is unset, as for typer
                 values[name] = value
         values.update({name: value for name, value in given.items() if value is not None})
-        try:
-            return cls.model_validate(values)
-        except ValidationError as exc:
-            raise config_error(exc) from None
+        return cls.of(values)
 
     def config(self) -> RunConfig:
         """The validated run configuration (ConfigError or UsageError if it cannot be one)."""
+        from tagger.project import default_cache_dir
         from tagger.prompting.prompts import default_prompts_dir
 
         try:
@@ -137,13 +161,15 @@ class RunOptions(BaseModel):
                     rpm=self.rpm,
                     tpm=self.tpm,
                     logprobs=not self.no_logprobs,
+                    reasoning_effort=self.reasoning_effort,
+                    service_tier=self.service_tier,
                 ),
                 prompts_dir=self.prompts_dir or default_prompts_dir(),
                 prompt_ref=self.prompt,
                 mode=self.mode,
                 concurrency=self.concurrency,  # type: ignore[arg-type]  # None: for the server
                 repair_turns=self.repair_turns,
-                cache_dir=self.cache_dir,
+                cache_dir=self.cache_dir or default_cache_dir(),
                 use_cache=not self.no_cache,
                 refresh=self.refresh,
                 max_cost=self.max_cost,

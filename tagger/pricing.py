@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
+from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -14,37 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tagger.errors import ConfigError
 from tagger.usage import Usage
 
-# US dollars per million tokens (input, cached input, output): OpenAI's standard-tier list prices
-# as of November 2025; override with --prices. "Cached input" is the provider's discount for a
-# prompt prefix it has seen recently (None: no discount): tagger's prompts put the long fixed part
-# first, so most input tokens get it. A dated snapshot takes its family's price, so a name that
-# starts like a family but is priced apart ("gpt-5-pro", "o3-pro") needs its own line.
-DEFAULT_PRICES: dict[str, tuple[float, float | None, float]] = {
-    "gpt-5": (1.25, 0.125, 10.00),
-    "gpt-5.1": (1.25, 0.125, 10.00),
-    "gpt-5-mini": (0.25, 0.025, 2.00),
-    "gpt-5-nano": (0.05, 0.005, 0.40),
-    "gpt-5-pro": (15.00, None, 120.00),
-    "gpt-4.1": (2.00, 0.50, 8.00),
-    "gpt-4.1-mini": (0.40, 0.10, 1.60),
-    "gpt-4.1-nano": (0.10, 0.025, 0.40),
-    "gpt-4o": (2.50, 1.25, 10.00),
-    "gpt-4o-2024-05-13": (5.00, None, 15.00),
-    "chatgpt-4o-latest": (5.00, None, 15.00),
-    "gpt-4o-mini": (0.15, 0.075, 0.60),
-    "o3": (2.00, 0.50, 8.00),
-    "o3-pro": (20.00, None, 80.00),
-    "o3-deep-research": (10.00, 2.50, 40.00),
-    "o3-mini": (1.10, 0.55, 4.40),
-    "o4-mini": (1.10, 0.275, 4.40),
-    "o4-mini-deep-research": (2.00, 0.50, 8.00),
-    "o1": (15.00, 7.50, 60.00),
-    "o1-pro": (150.00, None, 600.00),
-    "o1-mini": (1.10, 0.55, 4.40),
-    "gpt-4-turbo": (10.00, None, 30.00),
-    "gpt-4": (30.00, None, 60.00),
-    "gpt-3.5-turbo": (0.50, None, 1.50),
-}
 # Characters per token for English-like text; CJK characters count about one token each.
 CHARS_PER_TOKEN = 4.0
 MESSAGE_OVERHEAD_TOKENS = 4
@@ -53,18 +25,32 @@ BATCH_DISCOUNT = 0.5  # OpenAI's Batch API price as a share of the live one
 _WIDE_CHARS = re.compile("[\u2e80-\U0010ffff]")
 
 
+# A price above this many dollars per million tokens is a typo (the dearest listed is $600).
+MAX_PRICE = 10_000.0
+# A dated snapshot of a priced family: "gpt-4o-mini-2024-07-18", "gpt-4-0613".
+_SNAPSHOT = re.compile(r"(?P<family>.+?)-(?:\d{4}-\d{2}-\d{2}|(?:0[1-9]|1[0-2])\d{2})")
+_PRICE = Field(default=None, ge=0, le=MAX_PRICE, allow_inf_nan=False)
+
+
 class Price(BaseModel):
-    """Dollars per million input, cached input and output tokens."""
+    """Dollars per million input, cached input and output tokens, and where they come from."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    input: float = Field(ge=0)
-    output: float = Field(ge=0)
-    cached_input: float | None = Field(None, ge=0)  # None: no discount, priced as input
+    input: float = Field(ge=0, le=MAX_PRICE, allow_inf_nan=False)
+    output: float = Field(ge=0, le=MAX_PRICE, allow_inf_nan=False)
+    cached_input: float | None = _PRICE  # None: no discount, priced as input
     # Batch API prices; None: derived from the live ones (see PriceTable.batch_price).
-    batch_input: float | None = Field(default=None, ge=0)
-    batch_cached_input: float | None = Field(default=None, ge=0)
-    batch_output: float | None = Field(default=None, ge=0)
+    batch_input: float | None = _PRICE
+    batch_cached_input: float | None = _PRICE
+    batch_output: float | None = _PRICE
+    # Flex processing: offered (then at Batch API rates, unless flex_* prices say otherwise).
+    flex: bool = False
+    flex_input: float | None = _PRICE
+    flex_cached_input: float | None = _PRICE
+    flex_output: float | None = _PRICE
+    as_of: str | None = Field(default=None, max_length=40)  # the day the price was read
+    source: str | None = Field(default=None, max_length=300)  # the page it was read on
 
 
 def count_text_tokens(text: str) -> int:
@@ -75,64 +61,76 @@ def count_text_tokens(text: str) -> int:
     return math.ceil((len(text) - wide) / CHARS_PER_TOKEN) + wide
 
 
-def estimate_tokens(messages: Iterable[Mapping[str, str]], params: Mapping[str, Any]) -> int:
-    """Estimated prompt plus completion tokens of one request (for rate limiting)."""
+def estimate_tokens(
+    messages: Iterable[Mapping[str, str]], params: Mapping[str, Any], reasoning: int = 0
+) -> int:
+    """Estimated prompt plus completion tokens of one request (reasoning: expected on top)."""
     prompt = sum(count_text_tokens(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in messages)
     max_tokens = params.get("max_tokens")
     completion = min(EXPECTED_COMPLETION_TOKENS, max_tokens) if isinstance(max_tokens, int) else 0
-    return prompt + (completion or EXPECTED_COMPLETION_TOKENS)
+    return prompt + (completion or EXPECTED_COMPLETION_TOKENS) + reasoning
 
 
 class PriceTable:
-    """Per-model prices: built-in defaults plus the user's overrides."""
+    """Per-model prices: the shipped list (tagger/data/prices.toml) plus the user's overrides."""
 
     def __init__(self, overrides: Mapping[str, Price] | None = None) -> None:
-        self._prices = {
-            name: Price(input=i, cached_input=c, output=o)
-            for name, (i, c, o) in DEFAULT_PRICES.items()
-        }
-        self._prices.update(overrides or {})
+        self._bundled = bundled_prices()
+        self._prices = {**self._bundled, **(overrides or {})}
 
     @classmethod
     def load(cls, path: Path | None) -> PriceTable:
-        """Defaults, overridden by a TOML file of `[models."name"] input = .. output = ..`."""
+        """The shipped list, overridden by a TOML file of `[models."name"] input = ..` rows."""
         if path is None:
             return cls()
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-            models = data.get("models", {})
-            overrides = {name: Price.model_validate(value) for name, value in models.items()}
+            text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{path}: cannot read price file ({exc.__class__.__name__})") from exc
-        except (tomllib.TOMLDecodeError, ValidationError, AttributeError) as exc:
-            raise ConfigError(
-                f'{path}: expected [models."NAME"] tables with input and output prices per '
-                f"million tokens ({str(exc).splitlines()[0]})"
-            ) from exc
-        return cls(overrides)
+        return cls(parse_prices(text, str(path)))
 
-    def _entry(self, model: str) -> str | None:
-        """The priced name a model goes by: itself, or the family of a dated snapshot."""
+    def entry(self, model: str) -> str | None:
+        """The row a model is priced by: its own, or its family's for a dated snapshot."""
         if model in self._prices:
             return model
-        return max(
-            (name for name in self._prices if model.startswith(name + "-")), key=len, default=None
-        )
+        dated = _SNAPSHOT.fullmatch(model)
+        if dated and dated.group("family") in self._prices:
+            return dated.group("family")
+        return None  # never a looser prefix: "gpt-4o-mnii" is no gpt-4o
+
+    def closest(self, model: str, n: int = 3) -> list[str]:
+        """The priced names most like an unknown one (for the hint)."""
+        return difflib.get_close_matches(model, list(self._prices), n=n, cutoff=0.6)
+
+    def note(self, model: str) -> str:
+        """Where a model's price comes from, or which priced names are closest to it."""
+        entry = self.entry(model)
+        if entry is None:
+            closest = self.closest(model)
+            like = f"; closest priced: {', '.join(closest)}" if closest else ""
+            return f"'{model}' is not in the price list (tagger prices){like}"
+        row = self._prices[entry]
+        dated = f"as of {row.as_of}" if row.as_of else "from your --prices file"
+        return f"{entry}, {dated}" + (f", {row.source}" if row.source else "")
+
+    def rows(self) -> dict[str, Price]:
+        """Every priced model, by name."""
+        return dict(self._prices)
 
     def price(self, model: str) -> Price | None:
         """The price of a model, matching dated snapshots ("gpt-4o-2024-08-06") to their family."""
-        entry = self._entry(model)
+        entry = self.entry(model)
         return self._prices[entry] if entry else None
 
     def batch_price(self, model: str) -> Price | None:
         """Batch API price: the batch_* prices given, else half the live one for OpenAI models."""
-        entry = self._entry(model)
+        entry = self.entry(model)
         if entry is None:
             return None
         live = self._prices[entry]
         # OpenAI bills its Batch API at half its live prices; another server's batch discount
         # is unknown, so its models keep their live price unless the prices file says more.
-        rate = BATCH_DISCOUNT if entry in DEFAULT_PRICES else 1.0
+        rate = BATCH_DISCOUNT if entry in self._bundled else 1.0
         cached = None if live.cached_input is None else live.cached_input * rate
         return Price(
             input=live.input * rate if live.batch_input is None else live.batch_input,
@@ -140,9 +138,34 @@ class PriceTable:
             output=live.output * rate if live.batch_output is None else live.batch_output,
         )
 
-    def cost(self, model: str, usage: Usage, *, batch: bool = False) -> float | None:
-        """Dollars for the tokens (cached input is part of prompt tokens); None if unknown."""
-        price = self.batch_price(model) if batch else self.price(model)
+    def flex_price(self, model: str) -> Price | None:
+        """Flex price: flex_* prices given, else Batch API rates where flex is offered."""
+        entry = self.entry(model)
+        if entry is None:
+            return None
+        live = self._prices[entry]
+        given = (live.flex_input, live.flex_cached_input, live.flex_output)
+        if not live.flex and all(p is None for p in given):
+            return None  # not offered: the server refuses it, or it is priced unknown
+        batch = self.batch_price(model)
+        assert batch is not None
+        return Price(
+            input=batch.input if live.flex_input is None else live.flex_input,
+            cached_input=batch.cached_input if given[1] is None else given[1],
+            output=batch.output if live.flex_output is None else live.flex_output,
+        )
+
+    def cost(
+        self, model: str, usage: Usage, *, batch: bool = False, flex: bool = False
+    ) -> float | None:
+        """Dollars for the tokens (cached input is part of prompt tokens); None if unknown.
+
+        Reasoning tokens are part of the completion tokens: billed as output.
+        """
+        if batch:
+            price = self.batch_price(model)
+        else:
+            price = self.flex_price(model) if flex else self.price(model)
         if price is None:
             return None
         prompt = usage.prompt_tokens
@@ -150,3 +173,62 @@ class PriceTable:
         cached_price = price.input if price.cached_input is None else price.cached_input
         dollars = (prompt - cached) * price.input + cached * cached_price
         return (dollars + usage.completion_tokens * price.output) / 1_000_000
+
+
+@cache
+def bundled_prices() -> dict[str, Price]:
+    """The price list shipped with tagger (read once per process)."""
+    text = resources.files("tagger").joinpath("data/prices.toml").read_text(encoding="utf-8")
+    return parse_prices(text, "tagger/data/prices.toml")
+
+
+def parse_prices(text: str, where: str) -> dict[str, Price]:
+    """Price rows from a prices file's text; ConfigError naming the file and line if one is bad."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where}: not valid TOML ({exc}): {_FORMAT}") from None
+    models = data.get("models") if isinstance(data, dict) else None
+    if not isinstance(models, dict):
+        raise ConfigError(f'{where}: no [models."NAME"] tables: {_FORMAT}')
+    rows: dict[str, Price] = {}
+    for name, value in models.items():
+        try:
+            rows[name] = Price.model_validate(value)
+        except ValidationError as exc:
+            problem = exc.errors(include_url=False)[0]
+            field = str(problem["loc"][0]) if problem["loc"] else ""
+            line = _line_of(text, name, field)
+            place = f"{where}:{line}" if line else where
+            message = problem["msg"]
+            if problem["type"] == "extra_forbidden":
+                message = "not a price field (input, cached_input, output, batch_*, flex_*, ...)"
+            raise ConfigError(
+                f'{place}: model "{name}": {field or "row"}: {message}: {_FORMAT}'
+            ) from None
+    return rows
+
+
+_FORMAT = (
+    'expected [models."NAME"] tables with finite, non-negative input and output prices in '
+    f"dollars per million tokens (at most {MAX_PRICE:g})"
+)
+
+
+def _line_of(text: str, name: str, field: str) -> int | None:
+    """The line of `field` in the table of model `name` (else the table's header), 1-based."""
+    header = re.compile(
+        r"\[\s*models\s*\.\s*(?:\"" + re.escape(name) + r"\"|" + re.escape(name) + r")\s*\]"
+    )
+    key = re.compile(r"\s*" + re.escape(field) + r"\s*=") if field else None
+    start: int | None = None
+    for number, line in enumerate(text.splitlines(), 1):
+        if start is None:
+            if header.match(line.strip()):
+                start = number
+            continue
+        if line.lstrip().startswith("["):
+            break
+        if key is not None and key.match(line):
+            return number
+    return start

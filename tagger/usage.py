@@ -9,11 +9,16 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Prompt, completion and cached-input tokens (cached input is part of prompt tokens)."""
+    """Prompt, completion, cached-input and reasoning tokens.
+
+    Cached input is part of the prompt tokens, reasoning part of the completion tokens (billed
+    as output though the reply does not show it).
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         """The tokens of both."""
@@ -21,14 +26,16 @@ class Usage:
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
             self.cached_input_tokens + other.cached_input_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
         )
 
     def as_fields(self) -> dict[str, int]:
-        """The three counts under the names rows, cache entries and manifests use."""
+        """The counts under the names rows, cache entries and manifests use."""
         return {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cached_input_tokens": self.cached_input_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
         }
 
     @classmethod
@@ -38,6 +45,7 @@ class Usage:
             _count(fields.get("prompt_tokens")),
             _count(fields.get("completion_tokens")),
             _count(fields.get("cached_input_tokens")),
+            _count(fields.get("reasoning_tokens")),
         )
 
 

@@ -82,6 +82,8 @@ def cli_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
+    # No project here: a run without --cache-dir uses the user's cache directory, kept here too.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
     return work
 
 

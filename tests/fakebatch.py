@@ -74,6 +74,7 @@ from tests.fakebatch_objects import (
     UNFINISHED,
     FakeBatch,
     FakeFile,
+    RawJSON,
     error_json,
     has_body,
     input_errors,
@@ -83,6 +84,19 @@ from tests.fakebatch_objects import (
 
 if TYPE_CHECKING:
     from tests.fakeserver import FakeLLM, Recorded, Reply
+
+
+_RAW_MARK = "\x00raw-body\x00"
+
+
+def _line_bytes(result: dict[str, Any]) -> bytes:
+    """One output-file line; a RawJSON body goes in as the text it is."""
+    response = result.get("response")
+    body = response.get("body") if isinstance(response, dict) else None
+    if not isinstance(body, RawJSON):
+        return json.dumps(result).encode()
+    marked = {**result, "response": {**response, "body": _RAW_MARK}}
+    return json.dumps(marked).encode().replace(json.dumps(_RAW_MARK).encode(), bytes(body))
 
 
 class FakeBatches:
@@ -296,6 +310,8 @@ class FakeBatches:
         if not isinstance(body.get("messages"), list) or not body["messages"]:
             return 400, error_json("'messages' is a required property", param="messages")
         status, payload, _ = self.llm.chat_reply(body)
+        if isinstance(payload, RawJSON):  # a hostile body: written into its line as is
+            return status, payload
         if isinstance(payload, bytes):  # a non-JSON answer (html / not_json faults)
             return status, payload.decode("utf-8", "replace")
         return status, payload
@@ -318,7 +334,7 @@ class FakeBatches:
             if self.shuffle_output:
                 random.Random(f"{batch.id}{kind}").shuffle(rows)
             if rows:
-                data = b"".join(json.dumps(r).encode() + b"\n" for r in rows)
+                data = b"".join(_line_bytes(r) + b"\n" for r in rows)
                 stored = FakeFile(new_id("file-"), f"{batch.id}_{kind}.jsonl", "batch_output",
                                   data)  # fmt: skip
                 self.files[stored.id] = stored

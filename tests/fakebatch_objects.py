@@ -17,6 +17,11 @@ LATE_ERRORS = {
 }  # fmt: skip
 
 
+class RawJSON(bytes):
+    """A chat answer's body as raw JSON text (what json.dumps cannot write: 100,000 levels of
+    nesting, a 400-digit number), sent as is live and inside a batch output line."""
+
+
 def new_id(prefix: str) -> str:
     """An OpenAI-looking object id."""
     return f"{prefix}{uuid.uuid4().hex[:24]}"

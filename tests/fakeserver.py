@@ -28,12 +28,22 @@ try:
 except ModuleNotFoundError:  # run as a script (FakeLLM.spawn): make `tests` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from tests.fakebatch import FakeBatches
+from tests.fakebatch_objects import RawJSON
 from tests.fakelogprobs import AreaOdds, default_odds, token_logprobs
+from tests.fakerules import (
+    CATALOGUE,
+    DEFAULT_SPEND,
+    SNAPSHOTS,
+    ModelRules,
+    refusal,
+    rules_for,
+    spent_effort,
+)
 
 _STATUS_FAULTS = ("429", "500", "502", "503", "408", "400", "401", "403", "404", "422")
 FAULTS = frozenset(
     ("ok", "drop", "hang", "invalid_json", "schema_invalid", "truncated", *_STATUS_FAULTS)
-) | {"trickle", "html", "not_json"}
+) | {"trickle", "html", "not_json", "flex_busy"}
 # 200 answers that are not an OpenAI JSON body (a wrong base URL, a web server, a proxy page).
 _RAW_BODIES = {
     "html": (
@@ -169,12 +179,21 @@ class FakeLLM:
         models: Sequence[str] | None = None,
         seed: int = 0,
         batches: bool = True,
+        openai_rules: bool = False,
     ) -> None:
         self.areas = list(areas)
         self.latency = latency
         self.port = port
         self.api_key = api_key
         self.models = list(models) if models is not None else None
+        # Apply OpenAI's per-family parameter rules (tests/fakerules.py) to OpenAI model names,
+        # answer with their snapshot names, reasoning tokens and service_tier.
+        self.openai_rules = openai_rules
+        self.reasoning_spend = dict(DEFAULT_SPEND)  # reasoning tokens per reasoning_effort
+        # The name replies give as `model` whatever was asked (llama.cpp serves its one model).
+        self.answers_as: str | None = None
+        # Rules for names tagger's table does not know (a new model, another vendor's).
+        self.model_rules: dict[str, ModelRules] = {}
         self.base_url = ""
         self.history: list[Recorded] = []
         self.json_schema_support = "ok"
@@ -186,6 +205,9 @@ class FakeLLM:
         self.clock: Callable[[], float] = time.monotonic  # what rate windows measure
         self.per_second = False  # also enforce limit / window over every sliding second
         self.reply_headers: dict[str, str] = {}  # added to every chat reply (e.g. odd limits)
+        # Rewrites every 200 chat answer, live and batch: (first user message, body) -> a body,
+        # or RawJSON text (a hostile server: an echoed key, deep nesting, huge numbers).
+        self.reply_hook: Callable[[str, dict[str, Any]], dict[str, Any] | RawJSON] | None = None
         self.fault_rates: dict[str, float] = {}
         self.retry_after = 1.0
         self.hang_seconds = 30.0
@@ -284,10 +306,14 @@ class FakeLLM:
         """Client connections still open: 0 once every request a dead client sent has landed."""
         return len(self._conns)
 
-    def responses_by_status(self) -> collections.Counter[int]:
-        """Count of recorded requests per response status (0 for dropped/hung)."""
+    def chats(self) -> list[Recorded]:
+        """The chat-completion requests received, in arrival order (not GET /models and such)."""
         with self._lock:
-            return collections.Counter(r.status for r in self.history)
+            return [r for r in self.history if r.path.endswith("/chat/completions")]
+
+    def responses_by_status(self) -> collections.Counter[int]:
+        """Count of chat requests per response status (0 for dropped/hung)."""
+        return collections.Counter(r.status for r in self.chats())
 
     def stats(self) -> dict[str, Any]:
         """Summary stats: request count, statuses, peak concurrency."""
@@ -444,7 +470,9 @@ class FakeLLM:
         if key is not None and rec.headers.get("authorization") != f"Bearer {key}":
             return _error(401)
         if rec.method == "GET" and rec.path.rstrip("/") == "/v1/models":
-            ids = self.models or ["fake-model"]
+            # Serving any name: an OpenAI-like fake lists OpenAI's names, another lists none.
+            listed = [*CATALOGUE, *self.model_rules] if self.openai_rules else []
+            ids = self.models if self.models is not None else listed
             data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in ids]
             return 200, {"object": "list", "data": data}, {}
         if rec.method == "POST" and rec.path.rstrip("/") == "/v1/chat/completions":
@@ -593,6 +621,13 @@ class FakeLLM:
         if fault in _RAW_BODIES:
             ctype, raw_body = _RAW_BODIES[fault]
             return 200, raw_body, rl_headers | {"content-type": ctype}
+        if fault == "flex_busy":  # the flex guide's "429 Resource Unavailable" (not billed)
+            msg = "Resource unavailable: flex processing is out of capacity. Please retry later."
+            return _error(429, msg, type="service_unavailable", code=None)
+        rules = self.model_rules.get(model) or (rules_for(model) if self.openai_rules else None)
+        if rules is not None and (refused := refusal(body, rules)) is not None:
+            msg, param, code = refused
+            return _error(400, msg, param=param, code=code)
         if body.get("logprobs") and self.logprobs_support == "reject_400":
             msg = "This model does not support the 'logprobs' parameter."
             return _error(400, msg, param="logprobs", code="unsupported_parameter")
@@ -635,20 +670,42 @@ class FakeLLM:
             content, finish = content[: len(content) // 2], "length"
         if fault == "ramble":  # echoes the schema from the prompt until max_tokens
             content, finish = '{"type": "object", "properties": {"summary": {"type": "', "length"
-        completion_tokens = len(content) // 4 + 1
-        return 200, {
+        reasoning = 0
+        if rules is not None and rules.reasoning:
+            reasoning = self.reasoning_spend.get(spent_effort(body, rules), 0)
+        completion_tokens = len(content) // 4 + 1 + reasoning
+        limit = body.get("max_completion_tokens", body.get("max_tokens"))
+        if rules is not None and isinstance(limit, int) and completion_tokens > limit:
+            # Reasoning first, then the answer, both within the limit: maybe no answer at all.
+            reasoning = min(reasoning, limit)
+            content, finish, completion_tokens = content[: (limit - reasoning) * 4], "length", limit
+        extra: dict[str, Any] = {}
+        if rules is not None:
+            tier = body.get("service_tier")
+            extra["service_tier"] = "flex" if tier == "flex" else "default"
+            model = SNAPSHOTS.get(model, model)
+        model = self.answers_as or model
+        answered: dict[str, Any] = {
             "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": model,
+            **extra,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
                          "finish_reason": finish,
                          "logprobs": self._logprobs(body, user, answer, content, enum)}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens,
                       "prompt_tokens_details": {
-                          "cached_tokens": min(prompt_tokens, self.cached_prefix_tokens)}},
-        }, rl_headers  # fmt: skip
+                          "cached_tokens": min(prompt_tokens, self.cached_prefix_tokens)},
+                      "completion_tokens_details": {"reasoning_tokens": reasoning}},
+        }  # fmt: skip
+        if self.reply_hook is not None:
+            hooked = self.reply_hook(user, answered)
+            if isinstance(hooked, RawJSON):
+                return 200, hooked, rl_headers | {"content-type": "application/json"}
+            answered = hooked
+        return 200, answered, rl_headers
 
     def _logprobs(
         self,
@@ -682,6 +739,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--api-key", default=None)
     p.add_argument("--models", default=None, help="comma-separated accepted model names")
+    p.add_argument("--openai-rules", action="store_true", help="OpenAI's per-family rules")
     p.add_argument("--reply-style", default="plain", choices=["plain", "fenced", "prose"])
     schema_modes = ["ok", "reject_500", "reject_400", "ignore"]
     p.add_argument("--json-schema-support", default="ok", choices=schema_modes)
@@ -696,7 +754,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     a = p.parse_args(argv)
     llm = FakeLLM(areas=a.areas.split(","), latency=a.latency, port=a.port, api_key=a.api_key,
-                  models=a.models.split(",") if a.models else None, seed=a.seed)  # fmt: skip
+                  models=a.models.split(",") if a.models else None, seed=a.seed,
+                  openai_rules=a.openai_rules)  # fmt: skip
     llm.rpm_limit, llm.tpm_limit, llm.rate_window = a.rpm, a.tpm, a.window
     llm.per_second = a.per_second
     llm.reply_style, llm.json_schema_support = a.reply_style, a.json_schema_support

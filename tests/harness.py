@@ -54,6 +54,14 @@ def taxonomy_ids() -> tuple[str, ...]:
     return load_taxonomy(PROMPTS_DIR).ids
 
 
+def token_limit(request: Recorded) -> int:
+    """The answer's token budget a request asked for (max_tokens, or a reasoning model's name)."""
+    body = request.body or {}
+    limit = body.get("max_tokens", body.get("max_completion_tokens"))
+    assert isinstance(limit, int), body
+    return limit
+
+
 def one_line(text: str) -> str:
     """Collapse all whitespace (rich wraps long lines) for substring checks."""
     return " ".join(text.split())

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tagger import defaults
 from tests.fakeserver import FakeLLM, Recorded, first_user_message
 from tests.harness import PROMPTS_DIR, SAFETY_TIMEOUT, wait_until
 
 # Names new test files imported from here before tests/harness.py existed; kept until they
 # import them from tests.harness instead.
 
-MODEL = "gpt-4o-mini"
+MODEL = defaults.MODEL  # the runs under test pass no --model
 _WS = re.compile(r"\s+")
 
 _OPENINGS = (

@@ -145,3 +145,133 @@ def test_every_written_line_is_a_row_and_rows_are_built_as_validated(
     assert row.ok and row.doi == "10.1/x" and row.input_status == "draft"  # type: ignore[attr-defined]
     assert json.dumps(row.fields(), ensure_ascii=False) == line
     assert tagger.Row.of(row.fields()) == row
+
+
+def test_the_cli_and_the_api_take_the_same_options_by_name_default_and_variable() -> None:
+    import typer.main
+
+    from tagger.cli.app import app
+    from tagger.options import ENVIRONMENT, RunOptions
+
+    command = typer.main.get_command(app).commands["run"]
+    cli = {param.name: param for param in command.params}
+    only_cli = {"paths", "output", "dry_run", "verbose", "quiet"}
+    assert set(cli) - only_cli == set(RunOptions.model_fields)
+    for name, field in RunOptions.model_fields.items():
+        param = cli[name]
+        assert param.envvar == ENVIRONMENT.get(name), name
+        default = field.get_default(call_default_factory=True)
+        given = param.default
+        assert (str(given) if given is not None else None) == (
+            str(default.value if hasattr(default, "value") else default)
+            if default is not None
+            else None
+        ), name
+
+
+NOTEBOOK_INTERRUPT = """
+import asyncio, os, signal, sys, threading, time
+sys.path.insert(0, {root!r})
+import tagger
+from tagger.pipeline.cache import cache_stats
+from tests.fakeserver import FakeLLM
+from tests.harness import seed_texts, taxonomy_ids
+
+fake = FakeLLM(areas=taxonomy_ids(), latency=0.2).start()
+options = dict(base_url=fake.base_url, api_key="sk-test", cache_dir={cache!r},
+               prompts_dir={prompts!r}, progress=False, concurrency=4)
+
+def interrupt_once_answers_come():
+    while len(fake.history) < 12:  # the run is well under way
+        time.sleep(0.01)
+    os.kill(os.getpid(), signal.SIGINT)  # what Jupyter's "interrupt the kernel" sends
+
+async def cell():  # a notebook cell: the kernel's event loop is running
+    threading.Thread(target=interrupt_once_answers_come, daemon=True).start()
+    try:
+        tagger.tag(seed_texts(), **options)
+    except KeyboardInterrupt:
+        print("interrupted")
+    kept = cache_stats({cache!r})["entries"]
+    sent = len(fake.history)
+    again = tagger.tag(seed_texts(), **options)
+    print(kept, sent, again.stats.requests, again.stats.ok, again.stats.cached)
+
+loop = asyncio.new_event_loop()  # as ipykernel: Python's own Ctrl-C handler stays
+loop.run_until_complete(cell())
+fake.stop()
+"""
+
+
+def test_interrupting_a_notebook_keeps_the_answers_and_tag_resumes(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.harness import REPO_ROOT, clean_env
+
+    code = NOTEBOOK_INTERRUPT.format(
+        root=str(REPO_ROOT), cache=str(tmp_path / "cache"), prompts=str(PROMPTS_DIR)
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=clean_env(), capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.split("\n")
+    assert lines[0] == "interrupted", done.stdout
+    kept, sent, resent, ok, cached = map(int, lines[1].split())  # resent: the client's count
+    assert 0 < kept < 57 and sent < 57  # stopped sending; what was answered is on disk
+    assert resent == 57 - kept and ok == 57 and cached == kept  # the rest, and only the rest
+
+
+def test_batch_runs_through_the_batch_api_and_waits(llm: FakeLLM, tmp_path: Path) -> None:
+    assert llm.batches is not None
+    llm.batches.auto_after = 2
+    texts = seed_texts()[:6]
+    run = tagger.tag(texts, batch=True, batch_poll=0.01, **_options(llm, tmp_path))
+    assert [row.status for row in run.rows] == ["ok"] * 6
+    assert all(row.batch_id for row in run.rows) and _chats(llm) == 0
+    assert run.manifest["batch"]["requests"] == 6
+    with pytest.raises(tagger.errors.UsageError, match="detach"):
+        tagger.tag(texts, batch=True, detach=True, **_options(llm, tmp_path))
+
+
+IN_A_RUNNING_LOOP = """
+import asyncio
+async def notebook_cell():
+    exec(compile(EXAMPLE, "docs/python-api.md", "exec"), {})
+asyncio.run(notebook_cell())
+"""
+
+
+def test_the_docs_notebook_example_runs_in_a_script_and_in_a_running_loop(
+    llm: FakeLLM, tmp_path: Path
+) -> None:
+    import re
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.harness import REPO_ROOT, clean_env
+
+    page = (REPO_ROOT / "docs" / "python-api.md").read_text(encoding="utf-8")
+    example = re.search(r"^```python\n(.*?)^```", page, re.S | re.M)
+    assert example is not None
+    code = example.group(1)
+    assert len([line for line in code.splitlines() if line.strip()]) == 5  # tag, look, evaluate
+    shutil.copytree(REPO_ROOT / "examples", tmp_path / "examples")
+    env = clean_env() | {"OPENAI_BASE_URL": llm.base_url, "OPENAI_API_KEY": TEST_KEY}
+    wrapped = f"EXAMPLE = {code!r}\n{IN_A_RUNNING_LOOP}"
+    sent = []
+    # In a script; in a running loop with a cache of its own (so it sends too); in a script again.
+    for script, cache in ((code, "cache"), (wrapped, "loop-cache"), (code, "cache")):
+        done = subprocess.run(
+            [sys.executable, "-c", script], cwd=tmp_path, env=env | {"TAGGER_CACHE_DIR": cache},
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert 0 < float(done.stdout.strip().splitlines()[-1]) <= 1  # the accuracy
+        sent.append(_chats(llm))
+    gold = (tmp_path / "examples" / "gold-seeds.jsonl").read_text(encoding="utf-8")
+    count = len(gold.splitlines())
+    assert sent == [count, 2 * count, 2 * count]  # the last run: everything from the cache

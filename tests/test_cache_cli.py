@@ -26,13 +26,13 @@ def test_rerun_is_served_from_cache(tagger_cli: TaggerCLI) -> None:
     first = tagger_cli.run()
     assert first.exit_code == 0, first.output
     first_rows = tagger_cli.rows()
-    sent = len(tagger_cli.fake.history)
+    sent = len(tagger_cli.chats())
     assert sent == 57
     assert all(r["cached"] is False for r in first_rows)
 
     second = tagger_cli.run()
     assert second.exit_code == 0, second.output
-    assert len(tagger_cli.fake.history) == sent  # zero requests
+    assert len(tagger_cli.chats()) == sent  # zero requests
     second_rows = tagger_cli.rows()
     assert all(r["cached"] is True for r in second_rows)
     assert _without_cached(second_rows) == _without_cached(first_rows)
@@ -43,10 +43,10 @@ def test_rerun_is_served_from_cache(tagger_cli: TaggerCLI) -> None:
 
 def test_no_cache_neither_reads_nor_writes(tagger_cli: TaggerCLI) -> None:
     assert tagger_cli.run().exit_code == 0
-    assert len(tagger_cli.fake.history) == 57
+    assert len(tagger_cli.chats()) == 57
     result = tagger_cli.run("--no-cache")
     assert result.exit_code == 0, result.output
-    assert len(tagger_cli.fake.history) == 114  # sent again
+    assert len(tagger_cli.chats()) == 114  # sent again
     assert all(r["cached"] is False for r in tagger_cli.rows())
     assert tagger_cli.manifest()["cache"] is None
 
@@ -61,19 +61,19 @@ def test_refresh_asks_again_and_overwrites(tagger_cli: TaggerCLI) -> None:
     # json_object mode: the fake answers from fake.areas, so a changed answer is visible.
     assert tagger_cli.run("--mode", "json_object", inputs=[small]).exit_code == 0
     before = tagger_cli.rows()
-    assert len(fake.history) == 4
+    assert len(fake.chats()) == 4
 
     fake.areas = ["other"]
     result = tagger_cli.run("--mode", "json_object", "--refresh", inputs=[small])
     assert result.exit_code == 0, result.output
-    assert len(fake.history) == 8  # asked again
+    assert len(fake.chats()) == 8  # asked again
     refreshed = tagger_cli.rows()
     assert all(r["cached"] is False and r["task_area"] == "other" for r in refreshed)
     assert [r["task_area"] for r in before] != ["other"] * 4  # the refresh changed something
 
     again = tagger_cli.run("--mode", "json_object", inputs=[small])
     assert again.exit_code == 0, again.output
-    assert len(fake.history) == 8  # from the cache ...
+    assert len(fake.chats()) == 8  # from the cache ...
     rows = tagger_cli.rows()
     assert all(r["cached"] is True for r in rows)
     assert _without_cached(rows) == _without_cached(refreshed)  # ... holding the new answers
@@ -85,7 +85,7 @@ def test_edited_prompt_misses_cache(tagger_cli: TaggerCLI) -> None:
     pinned = ("--prompt", "tag@v2")  # the version edited below, whatever the newest is
     assert tagger_cli.run(*pinned, inputs=[small]).exit_code == 0
     original_hash = tagger_cli.rows()[0]["prompt_hash"]
-    assert len(tagger_cli.fake.history) == 3
+    assert len(tagger_cli.chats()) == 3
 
     edited = tagger_cli.tmp / "prompts"
     shutil.copytree(PROMPTS_DIR, edited)
@@ -96,7 +96,7 @@ def test_edited_prompt_misses_cache(tagger_cli: TaggerCLI) -> None:
 
     result = tagger_cli.run(*pinned, inputs=[small], prompts_dir=edited)
     assert result.exit_code == 0, result.output
-    assert len(tagger_cli.fake.history) == 6  # cache miss for every abstract
+    assert len(tagger_cli.chats()) == 6  # cache miss for every abstract
     rows = tagger_cli.rows()
     assert all(r["cached"] is False and r["status"] == "ok" for r in rows)
     assert {r["prompt_hash"] for r in rows} != {original_hash}
@@ -150,5 +150,5 @@ def test_cache_stats_and_clear(tagger_cli: TaggerCLI) -> None:
 
     rerun = tagger_cli.run()
     assert rerun.exit_code == 0, rerun.output
-    assert len(tagger_cli.fake.history) == 114  # everything asked again
+    assert len(tagger_cli.chats()) == 114  # everything asked again
     assert _entries(tagger_cli) == 57

@@ -55,7 +55,7 @@ def test_planted_filenames_delete_nothing(tagger_cli: TaggerCLI) -> None:
     # --refresh overwrites every entry: diskcache deletes the old row's file first.
     refreshed = tagger_cli.run("--refresh", inputs=[small])
     assert refreshed.exit_code == 0, refreshed.output
-    assert len(tagger_cli.fake.history) == 8
+    assert len(tagger_cli.chats()) == 8
     assert absolute.is_file() and relative.is_file()
 
     plant()
@@ -77,11 +77,11 @@ def test_planted_rows_are_misses_not_files_read(tagger_cli: TaggerCLI) -> None:
     )
     result = tagger_cli.run(inputs=[small])
     assert result.exit_code == 0, result.output
-    assert len(tagger_cli.fake.history) == 6
+    assert len(tagger_cli.chats()) == 6
     assert all(r["status"] == "ok" and r["cached"] is False for r in tagger_cli.rows())
     assert absolute.read_text() == "not tagger's to delete\n"
     again = tagger_cli.run(inputs=[small])
-    assert again.exit_code == 0 and len(tagger_cli.fake.history) == 6  # the rewrite is good
+    assert again.exit_code == 0 and len(tagger_cli.chats()) == 6  # the rewrite is good
 
 
 def test_planted_settings_cannot_move_the_cache(tagger_cli: TaggerCLI) -> None:
@@ -168,7 +168,7 @@ def test_unusable_cache_is_one_line_exit_2(
     tagger_cli: TaggerCLI, make_read_only: Callable[[Path], None], kind: str, command: str
 ) -> None:
     _broken_cache(kind, tagger_cli, make_read_only)
-    sent = len(tagger_cli.fake.history)
+    sent = len(tagger_cli.chats())
     if command == "run":
         result = tagger_cli.run(out=tagger_cli.tmp / "again.jsonl")
     else:
@@ -180,7 +180,7 @@ def test_unusable_cache_is_one_line_exit_2(
     assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
     assert str(tagger_cli.cache_dir) in lines[0]
     assert "Traceback" not in result.output
-    assert len(tagger_cli.fake.history) == sent  # nothing was asked
+    assert len(tagger_cli.chats()) == sent  # nothing was asked
     assert not (tagger_cli.tmp / "again.jsonl").exists()
 
 

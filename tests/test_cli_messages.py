@@ -18,6 +18,7 @@ from tagger import defaults
 from tagger.cli import common as cli_common
 from tagger.cli.app import app
 from tagger.config import ClientConfig, HttpBackend, Mode, RunConfig
+from tagger.project import default_cache_dir
 from tests.harness import (
     PROMPTS_DIR,
     StartFake,
@@ -78,9 +79,11 @@ def test_help_defaults_match_the_config() -> None:
     assert run["max_attempts"] == ClientConfig.model_fields["max_attempts"].default
     assert run["repair_turns"] == RunConfig.model_fields["repair_turns"].default
     assert run["http"] == ClientConfig.model_fields["http"].default
-    for name in ("run", "cache stats", "cache clear"):
+    for name in ("run", "cache stats", "cache clear", "batch list"):
+        # Not given: one function finds the project's cache for the CLI and the library alike.
         cache_dir = next(p.default for p in commands[name].params if p.name == "cache_dir")
-        assert cache_dir == RunConfig.model_fields["cache_dir"].default, name
+        assert cache_dir is None, name
+    assert RunConfig.model_fields["cache_dir"].default_factory is default_cache_dir
     assert set(get_args(cli_common.ModeName)) == {m.value for m in Mode}
     assert set(get_args(cli_common.HttpName)) == {h.value for h in HttpBackend}
 
@@ -104,9 +107,12 @@ def test_prompts_lists_taxonomy_and_synonyms_with_defaults(tagger_cli: TaggerCLI
     synonyms = [f"v{n}" for n, _ in versioned_files(PROMPTS_DIR / "synonyms")]
     assert taxonomies and synonyms
     assert "taxonomies" in result.stdout and "synonyms" in result.stdout
-    # Version rows of both tables start "│ vN "; the newest of each is the default.
+    # Version rows of both tables start "│ vN "; the default taxonomy is the one the default
+    # prompt uses (its pin), the default synonyms the newest.
+    pinned = load_prompt(PROMPTS_DIR, None).taxonomy_version
+    assert pinned is not None and pinned != taxonomies[-1]  # else this checks nothing new
     marked = [ln.split()[1] for ln in lines if ln.startswith("│ v") and "default" in ln]
-    assert marked == [taxonomies[-1], synonyms[-1]], result.stdout
+    assert marked == [pinned, synonyms[-1]], result.stdout
 
 
 @pytest.mark.parametrize("args", [["--help"], ["--version"]])

@@ -48,6 +48,79 @@ def _imports(path: Path) -> list[tuple[str, list[str]]]:
     return found
 
 
+def _every_import(path: Path) -> list[tuple[str, str | None]]:
+    """(module, name) of every import in a file: at its top, in a function, for typing."""
+    found: list[tuple[str, str | None]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, None) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found += [(node.module, alias.name) for alias in node.names]
+    return found
+
+
+def _package_graph() -> dict[str, set[str]]:
+    """Module -> the tagger modules it imports. `from tagger import defaults` imports the
+    module tagger.defaults; `from x import name` imports x. A package's parents are not
+    counted: importing tagger.a.b runs tagger/__init__ first, which must import little."""
+    modules = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        imported = set()
+        for module, attribute in _every_import(path):
+            if not (module == "tagger" or module.startswith("tagger.")):
+                continue
+            if attribute is not None and f"{module}.{attribute}" in modules:
+                module = f"{module}.{attribute}"
+            while module not in modules and "." in module:
+                module = module.rpartition(".")[0]
+            imported.add(module)
+        graph[name] = imported - {name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import cycle (Tarjan's strongly connected components of more than one module)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph.get(node, ())):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycle_anywhere_counting_imports_in_functions_and_for_typing() -> None:
+    graph = _package_graph()
+    assert _cycles(graph) == []
+    # The check sees what it must: the imports inside functions and under TYPE_CHECKING.
+    assert "tagger.pipeline.job" in graph["tagger.cli.job"]  # inside run_command
+    assert "tagger.pipeline.stats" in graph["tagger.pipeline.progress"]  # for typing only
+    assert "tagger.api" in graph["tagger"]  # tagger/__init__'s lazy names
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
 def _cli_modules() -> dict[str, Path]:
     return {_module_name(path): path for path in sorted(CLI.glob("*.py"))}
 

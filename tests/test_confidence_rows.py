@@ -117,7 +117,7 @@ def test_a_server_refusing_logprobs_is_asked_without_them(
     # Refused once (the others wait for the mode probe); every request after that goes without.
     assert asked == [400]
     assert len(tagger_cli.chats()) == 6
-    assert one_line(result.stderr).count("refused logprobs") == 1
+    assert one_line(result.stderr).count("logprobs no longer asked for") == 1
     assert tagger_cli.manifest()["requests"] == 6
 
 

@@ -58,7 +58,7 @@ def test_second_run_on_the_same_output_refuses_at_once(
 ) -> None:
     fake, out = tagger_cli.fake, tagger_cli.out
     small, first = _run_one_at_a_time(tagger_cli, tagger_process, 8, "first.log")
-    wait_until(lambda: len(fake.history) >= 1, "the first request", first)
+    wait_until(lambda: len(fake.chats()) >= 1, "the first request", first)
     first.send_signal(signal.SIGSTOP)  # frozen mid-run, holding the output
     try:
         second = tagger_cli.run(inputs=[small], cache_dir=tagger_cli.tmp / "other-cache")
@@ -70,7 +70,7 @@ def test_second_run_on_the_same_output_refuses_at_once(
     assert f"pid {first.pid}" in message and str(out) in message
     rows = read_rows(out)  # every line parses: one run's rows, whole
     assert len(rows) == 8 and all(r["status"] == "ok" for r in rows)
-    assert len(fake.history) == 8  # the refused run sent nothing
+    assert len(fake.chats()) == 8  # the refused run sent nothing
     assert not (tagger_cli.tmp / "other-cache").exists()  # refused before opening anything
     assert tagger_cli.run(inputs=[small]).exit_code == 0  # the lock went with the first run
 
@@ -81,7 +81,7 @@ def test_a_killed_run_does_not_block_the_next(
     fake, out = tagger_cli.fake, tagger_cli.out
     fake.latency = 0.5  # the kill lands while answers are still coming
     small, proc = _run_one_at_a_time(tagger_cli, tagger_process, 5, "killed.log")
-    wait_until(lambda: len(fake.history) >= 1, "the first request", proc)
+    wait_until(lambda: len(fake.chats()) >= 1, "the first request", proc)
     proc.kill()
     assert proc.wait(SAFETY_TIMEOUT) == -signal.SIGKILL
     fake.latency = 0.0
@@ -121,9 +121,13 @@ def test_own_output_in_the_input_directory_is_not_read(tagger_cli: TaggerCLI) ->
         assert result.exit_code == 0, result.output
         assert len(tagger_cli.rows(out)) == 57
         assert tagger_cli.manifest(out)["input_count"] == 57
-    # A .jsonl without a manifest beside it is an input like any other.
+    # A copy without its manifest is still tagger's (its rows say so): skipped in a folder,
+    # read when named.
     shutil.copy(out, folder / "more.jsonl")
     result = tagger_cli.run(inputs=[folder], out=tagger_cli.out)
+    assert result.exit_code == 0, result.output
+    assert len(tagger_cli.rows()) == 57
+    result = tagger_cli.run(inputs=[folder, folder / "more.jsonl"], out=tagger_cli.out)
     assert result.exit_code == 0, result.output
     assert len(tagger_cli.rows()) == 114
 
@@ -185,9 +189,9 @@ def test_sigterm_keeps_the_complete_output(
     fake.latency = 0.5  # the signal lands while answers are still coming
     args = run_args(SEEDS_DIR, out, fake.base_url, tagger_cli.cache_dir, "--no-cache")
     log = tagger_cli.tmp / "term.log"
-    sent = len(fake.history)
+    sent = len(fake.chats())
     proc = tagger_process(args, tagger_cli.tmp, log)
-    wait_until(lambda: len(fake.history) >= sent + 2, "two requests", proc)
+    wait_until(lambda: len(fake.chats()) >= sent + 2, "two requests", proc)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(SAFETY_TIMEOUT) == 130, log.read_text()
     assert out.read_bytes() == complete

@@ -236,6 +236,7 @@ HELP_EXAMPLES_ORDER = [
     "tags",
     "sample",
     "models",
+    "prices",
     "cache",
     "cache stats",
     "tagger run seeds/ -o batched.jsonl --prompt tag-compact@v1 --batch --detach",
@@ -243,6 +244,8 @@ HELP_EXAMPLES_ORDER = [
     "batch list",
     "batch status",
     "batch cancel",
+    "tagger run seeds/ -o tagged.jsonl --ray",
+    "merge",
     "cache clear",
 ]
 

@@ -47,7 +47,9 @@ def make_row(index: int, **answer: Any) -> dict[str, Any]:
         "prompt_tokens": 100,
         "completion_tokens": 20,
         "cached_input_tokens": 0,
+        "reasoning_tokens": 0,
         "batch_id": None,
+        "served_model": "gpt-4o-mini-2024-07-18",
     }
     row.update(answer)
     assert tuple(row) == ROW_FIELDS

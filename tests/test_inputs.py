@@ -219,7 +219,7 @@ def test_csv_short_rows_and_empty_rows(tmp_path: Path) -> None:
 
 
 def test_supported_suffixes() -> None:
-    assert SUPPORTED_SUFFIXES == (".txt", ".jsonl", ".csv")
+    assert SUPPORTED_SUFFIXES == (".txt", ".jsonl", ".csv", ".json")
 
 
 def test_directory_discovery_order_and_skips(tmp_path: Path) -> None:
@@ -249,7 +249,7 @@ def test_discover_keeps_argument_order_and_dedupes(tmp_path: Path) -> None:
 
 def test_explicit_unsupported_file(tmp_path: Path) -> None:
     path = write(tmp_path / "paper.pdf", "x")
-    raises_at(path, None, "unsupported file type '.pdf': use .txt, .jsonl or .csv")
+    raises_at(path, None, "unsupported file type '.pdf': use .txt, .jsonl, .csv or .json")
 
 
 def test_explicit_hidden_file_is_allowed(tmp_path: Path) -> None:
@@ -260,7 +260,7 @@ def test_explicit_hidden_file_is_allowed(tmp_path: Path) -> None:
 def test_directory_without_supported_files(tmp_path: Path) -> None:
     write(tmp_path / "x.md", "x")
     write(tmp_path / ".y.txt", "y")
-    raises_at(tmp_path, None, "no .txt, .jsonl or .csv files")
+    raises_at(tmp_path, None, "no .txt, .jsonl, .csv or .json files")
 
 
 def test_missing_path(tmp_path: Path) -> None:

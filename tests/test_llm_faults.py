@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from tests.harness import TEST_KEY, TaggerCLI, one_line, seed_texts
+from tests.harness import TEST_KEY, TaggerCLI, one_line, seed_texts, token_limit
 
 
 def _target(cli: TaggerCLI, fault_script: list[str], position: int = 1) -> str:
@@ -68,8 +68,8 @@ def test_truncated_answer_retried_with_more_tokens(tagger_cli: TaggerCLI) -> Non
     assert _statuses(tagger_cli) == ["ok"] * 3
     cut, retry = tagger_cli.chats_for(snippet)
     assert cut.fault == "truncated"
-    first_limit = (cut.body or {})["max_tokens"]
-    assert (retry.body or {})["max_tokens"] > first_limit
+    first_limit = token_limit(cut)
+    assert token_limit(retry) > first_limit
 
 
 def test_truncated_twice_fails_with_hint(tagger_cli: TaggerCLI) -> None:
@@ -137,11 +137,25 @@ def test_unknown_model_fails_fast(tagger_cli: TaggerCLI) -> None:
     result = tagger_cli.run("--model", "gpt-nonexistent-9", "--concurrency", "4")
     assert result.exit_code == 2, result.output
     message = one_line(result.stderr)
-    assert "gpt-nonexistent-9" in message and "404" in message
+    assert "model 'gpt-nonexistent-9' was not found" in message
     assert re.search(r"--model|TAGGER_MODEL", message)
+    assert "the server offers: fake-model" in message
     assert "Traceback" not in result.output
-    assert 1 <= len(fake.history) <= 4 + 1
-    assert fake.history[0].status == 404
+    # GET /models lists what it serves: not one chat request is sent.
+    assert [(r.method, r.path) for r in fake.history] == [("GET", "/v1/models")]
+
+
+def test_unknown_model_of_a_server_that_lists_none_fails_on_its_404(
+    tagger_cli: TaggerCLI,
+) -> None:
+    fake = tagger_cli.fake
+    fake.models = []  # serves none, lists none: the first chat request finds out
+    result = tagger_cli.run("--model", "gpt-nonexistent-9", "--concurrency", "4")
+    assert result.exit_code == 2, result.output
+    message = one_line(result.stderr)
+    assert "gpt-nonexistent-9" in message and "404" in message
+    chats = tagger_cli.chats()
+    assert 1 <= len(chats) <= 4 + 1 and chats[0].status == 404
 
 
 def test_unreachable_server_stops_the_run(tagger_cli: TaggerCLI) -> None:

@@ -15,7 +15,7 @@ from tagger.errors import InvalidAnswer
 from tagger.files.abstracts import Abstract
 from tagger.files.rows import build_row
 from tagger.pipeline.outcome import Outcome, Status
-from tagger.pipeline.request import build_request, render_messages
+from tagger.pipeline.request import build_request, render_messages, request_rules
 from tagger.pipeline.validate import REPAIR_REQUEST, check_answer, repair_messages
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
@@ -42,13 +42,14 @@ def test_live_request_body_is_the_one_build_request_makes(
     plan = _plan(tagger_cli.fake.base_url, row["model"])
     first, repair = (r.body or {} for r in tagger_cli.chats())
     messages = render_messages(plan.prompt, plan.taxonomy, plan.schema, seed_texts()[0], None, mode)
-    # logprobs: the client config's default (tagger.sending.confidence)
+    # The parameters as the run's rules send them to this model (tagger.sending.params).
     params = plan.prompt.params
-    assert first == build_request(row["model"], messages, mode, plan.schema, params, logprobs=True)
+    rules = request_rules(plan.config.client, params)
+    assert first == build_request(row["model"], messages, mode, plan.schema, params, rules=rules)
     echoed = repair["messages"][len(messages)]["content"]
     problems = repair["messages"][-1]["content"].splitlines()[0].split(": ", 1)[1]
     again = repair_messages(messages, echoed, problems)
-    assert repair == build_request(row["model"], again, mode, plan.schema, params, logprobs=True)
+    assert repair == build_request(row["model"], again, mode, plan.schema, params, rules=rules)
 
 
 def test_build_request_carries_params_and_the_modes_response_format() -> None:
@@ -90,7 +91,7 @@ def test_repair_messages_echo_the_reply_and_ask_for_a_correction() -> None:
     }
 
 
-TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "cached_input_tokens")
+TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "cached_input_tokens", "reasoning_tokens")
 
 
 def _entries(cache_dir: Path) -> list[dict[str, Any]]:

@@ -88,7 +88,7 @@ def test_token_estimate_counts_cjk_per_character() -> None:
 
 def test_run_records_server_cached_tokens_and_discounted_cost(tagger_cli: TaggerCLI) -> None:
     tagger_cli.fake.cached_prefix_tokens = 1000
-    result = tagger_cli.run(inputs=[tagger_cli.small_input(3)])
+    result = tagger_cli.run("--model", "gpt-4o-mini", inputs=[tagger_cli.small_input(3)])
     assert result.exit_code == 0, result.output
     rows = tagger_cli.rows()
     assert [r["cached_input_tokens"] for r in rows] == [1000] * 3
@@ -98,5 +98,5 @@ def test_run_records_server_cached_tokens_and_discounted_cost(tagger_cli: Tagger
     expected = ((prompt - 3000) * 0.15 + 3000 * 0.075 + completion * 0.60) / 1_000_000
     assert manifest["estimated_cost_usd"] == pytest.approx(expected)
     # A cached rerun reports what the answers cost, cached input included.
-    tagger_cli.run(inputs=[tagger_cli.small_input(3)])
+    tagger_cli.run("--model", "gpt-4o-mini", inputs=[tagger_cli.small_input(3)])
     assert [r["cached_input_tokens"] for r in tagger_cli.rows()] == [1000] * 3

@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
 from tagger.review.calibration import confidence_bands, review_effort
-from tagger.review.paired import compare_items
+from tagger.review.paired import compare_items, newcombe_paired_interval
 from tagger.review.sample import allocate
 from tagger.review.stats import Z95, Scored, population_weights, wilson
 
@@ -270,3 +270,45 @@ def test_kish_effective_n_when_every_row_is_right() -> None:
 
 def test_z95_is_the_normal_quantile() -> None:
     assert 0.5 * math.erfc(-Z95 / math.sqrt(2)) == pytest.approx(0.975, abs=1e-12)
+
+
+def paired_sample(rows: int, a_only: int, b_only: int) -> tuple[list[Scored], list[Scored]]:
+    """rows gold rows: a_only where only A is right, b_only where only B is, the rest both."""
+    a, b = [], []
+    for i in range(rows):
+        key = f"{i:04d}"
+        a.append(Scored(i >= b_only + a_only or i < a_only, 1, 1, 1, 1.0, key=key))
+        b.append(Scored(i >= a_only, 1, 1, 1, 1.0, key=key))
+    return a, b
+
+
+def test_unweighted_accuracy_uses_newcombes_paired_interval() -> None:
+    # 4 rows where only A is right, of 100: the mid-p McNemar test gives p = 0.0625 and
+    # Newcombe's interval includes 0; a percentile bootstrap of the same rows is too sure.
+    a, b = paired_sample(100, 4, 0)
+    accuracy = compare_items(a, b, weighted=False)["verdicts"][0]
+    assert accuracy["difference"] == pytest.approx(0.04)
+    assert accuracy["winner"] == "none" and accuracy["interval"][0] < 0 < accuracy["interval"][1]
+    sized = [replace(item, stratum="all", stratum_size=10**6) for item in a]
+    boot = compare_items(sized, b, weighted=True)["verdicts"][0]
+    assert boot["winner"] == "A"  # what a percentile bootstrap alone would have said
+    a, b = paired_sample(100, 9, 0)
+    assert compare_items(a, b, weighted=False)["verdicts"][0]["winner"] == "A"
+    a, b = paired_sample(100, 1, 10)
+    assert compare_items(a, b, weighted=False)["verdicts"][0]["winner"] == "B"
+
+
+def test_newcombes_paired_interval_covers_95_percent() -> None:
+    # Both right 0.6, only A 0.15, only B 0.07, neither 0.18: true difference 0.08.
+    rng = random.Random(71)
+    covered = 0
+    for _ in range(400):
+        a, b = [], []
+        for i in range(60):
+            u = rng.random()
+            key = f"{i:03d}"
+            a.append(Scored(u < 0.75, 1, 1, 1, 1.0, key=key))
+            b.append(Scored(u < 0.6 or 0.75 <= u < 0.82, 1, 1, 1, 1.0, key=key))
+        low, high = newcombe_paired_interval(a, b)[0] or (0, 0)
+        covered += low <= 0.08 <= high
+    assert 0.93 * 400 <= covered <= 0.98 * 400, covered

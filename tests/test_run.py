@@ -9,6 +9,7 @@ from typing import Any
 import openai
 import pytest
 
+from tagger import defaults
 from tests.fakeserver import Recorded, first_user_message
 from tests.harness import (
     PROMPTS_DIR,
@@ -76,7 +77,7 @@ def test_seeds_end_to_end(tagger_cli: TaggerCLI) -> None:
         assert not missing, f"row {row['index']} lacks {missing}"
         assert row["status"] == "ok" and row["error"] is None, row
         assert row["cached"] is False
-        assert row["model"] == "gpt-4o-mini"
+        assert row["model"] == defaults.MODEL
         assert (row["prompt"], row["prompt_version"]) == ("tag", "v2")
         assert re.fullmatch(r"[0-9a-f]{12}", str(row["prompt_hash"]))
         assert row["taxonomy_version"] == "v1"
@@ -99,7 +100,7 @@ def test_seeds_end_to_end(tagger_cli: TaggerCLI) -> None:
 
     manifest = tagger_cli.manifest()
     assert manifest["status"] == "complete"
-    assert manifest["model"] == "gpt-4o-mini"
+    assert manifest["model"] == defaults.MODEL
     assert manifest["base_url"] == tagger_cli.fake.base_url
     assert manifest["prompt"] == "tag@v2"
     assert manifest["prompt_hash"] == rows[0]["prompt_hash"]
@@ -177,7 +178,8 @@ def test_default_mode_sends_strict_json_schema(tagger_cli: TaggerCLI) -> None:
         assert set(schema["required"]) == set(ANSWER_FIELDS)
         # The server enforces the schema: the prompt does not repeat it.
         assert "JSON schema" not in first_user_message(request.body or {})
-        assert (request.body or {})["max_tokens"] == 400
+        # The default model (gpt-5 family) takes the prompt's max_tokens under its own name.
+        assert (request.body or {})["max_completion_tokens"] == 400
     assert tagger_cli.manifest()["mode"] == "json_schema"
 
 

@@ -15,6 +15,7 @@ import pytest
 from tests.fakeserver import FakeLLM, Recorded
 from tests.harness import SAFETY_TIMEOUT, StartTagger, run_args, run_cli, wait_until
 from tests.scalehelpers import (
+    MODEL,
     Inputs,
     assert_rows_match,
     read_manifest,
@@ -236,7 +237,7 @@ def test_max_requests_stops_sending_and_writes_every_row(tmp_path: Path, llm: Fa
 
 def test_max_cost_stops_early_and_rerun_finishes_from_cache(tmp_path: Path, llm: FakeLLM) -> None:
     prices = tmp_path / "prices.toml"
-    prices.write_text('[models."gpt-4o-mini"]\ninput = 1000.0\noutput = 1000.0\n')
+    prices.write_text(f'[models."{MODEL}"]\ninput = 1000.0\noutput = 1000.0\n')
     inputs = write_inputs(tmp_path / "in.jsonl", 30, seed=7)
     cap = 5.0
     result, out = _run(

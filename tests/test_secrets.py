@@ -65,7 +65,7 @@ def test_key_absent_after_failures(tagger_cli: TaggerCLI) -> None:
     rows = tagger_cli.rows()
     assert [r["status"] for r in rows] == ["error"] * 2
     assert all("HTTP 500" in str(r["error"]) for r in rows)
-    assert len(tagger_cli.fake.history) == 4
+    assert len(tagger_cli.chats()) == 4  # (and one GET /models before them)
     _assert_key_was_sent(tagger_cli.fake)
     _assert_no_key(tagger_cli, result)
 

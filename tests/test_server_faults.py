@@ -15,7 +15,7 @@ from pydantic import SecretStr
 from tagger.config import ClientConfig, Mode
 from tagger.sending.client import AttemptBudget, LLMClient
 from tagger.sending.gate import SendGate
-from tests.harness import StartFake, TaggerCLI, one_line, seed_texts
+from tests.harness import StartFake, TaggerCLI, one_line, seed_texts, token_limit
 
 SERVER_500 = "The server had an error while processing your request. Sorry about that!"
 
@@ -162,8 +162,8 @@ def test_cut_off_message_names_the_prompts_max_tokens(tagger_cli: TaggerCLI) -> 
     result = tagger_cli.run(inputs=[tagger_cli.small_input(3)])
     assert result.exit_code == 1, result.output
     first, retry = tagger_cli.chats_for(snippet)
-    asked = (first.body or {})["max_tokens"]
-    assert (retry.body or {})["max_tokens"] == 2 * asked
+    asked = token_limit(first)
+    assert token_limit(retry) == 2 * asked
     error = str(tagger_cli.rows()[1]["error"])
     assert f"max_tokens={asked} " in error and f"max_tokens={2 * asked}" not in error, error
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 from tagger.config import ClientConfig
 from tagger.errors import BatchAPITrouble, BatchUnsupported, FatalAPIError
 from tagger.redact import public_url, redact
+from tagger.terminal import one_line
 
 if TYPE_CHECKING:
     import openai
@@ -22,6 +23,8 @@ COMPLETION_WINDOW: Literal["24h"] = "24h"
 SDK_RETRIES = 3
 # A batch made from a file just uploaded is among the newest: older ones are not searched.
 FIND_LOOKBACK = 1000
+_MAX_COUNT = 10**12
+_SERVER_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")  # as tagger.batch.jobfile.SERVER_ID_PATTERN
 
 
 @dataclass(frozen=True)
@@ -63,11 +66,11 @@ class BatchAPI:
         if self._sdk is not None:
             await self._sdk.close()
 
-    async def upload(self, path: Path) -> str:
-        """Upload one batch input file; its file id."""
+    async def upload(self, name: str, handle: IO[bytes]) -> str:
+        """Upload one batch input file (opened by tagger.batch.build.open_input_file)."""
         async with self._errors("uploading a batch input file (/v1/files)", unsupported=True):
-            created = await self._client().files.create(file=path, purpose="batch")
-        return created.id
+            created = await self._client().files.create(file=(name, handle), purpose="batch")
+        return _server_id(created.id, "file")
 
     async def create(self, file_id: str, metadata: dict[str, str]) -> BatchInfo:
         """Create the batch of an uploaded input file."""
@@ -78,7 +81,7 @@ class BatchAPI:
                 completion_window=COMPLETION_WINDOW,
                 metadata=metadata,
             )
-        return _info(batch)
+        return self._info(batch)
 
     async def find(self, file_id: str) -> BatchInfo | None:
         """The batch already made from an input file (a run killed before it noted the id)."""
@@ -86,7 +89,7 @@ class BatchAPI:
             seen = 0
             async for batch in self._client().batches.list(limit=100):  # newest first
                 if batch.input_file_id == file_id:
-                    return _info(batch)
+                    return self._info(batch)
                 seen += 1
                 if seen >= FIND_LOOKBACK:
                     break
@@ -95,18 +98,36 @@ class BatchAPI:
     async def retrieve(self, batch_id: str) -> BatchInfo:
         """The batch's status and counts now."""
         async with self._errors(f"reading batch {batch_id}"):
-            return _info(await self._client().batches.retrieve(batch_id))
+            batch = await self._client().batches.retrieve(batch_id)
+        return self._info(batch)
 
     async def cancel(self, batch_id: str) -> BatchInfo:
         """Ask the server to cancel a batch (the answers it finished stay downloadable)."""
         async with self._errors(f"cancelling batch {batch_id}"):
-            return _info(await self._client().batches.cancel(batch_id))
+            batch = await self._client().batches.cancel(batch_id)
+        return self._info(batch)
 
     async def content(self, file_id: str) -> str:
-        """The text of an output or error file."""
+        """The text of an output or error file, the key hidden wherever a server echoed it."""
         async with self._errors(f"downloading file {file_id}"):
             response = await self._client().files.content(file_id)
-            return response.text
+            return redact(response.text, self._secret)
+
+    def _info(self, batch: Any) -> BatchInfo:
+        """What the server says about a batch, its ids checked and its texts redacted."""
+        info = _info(batch)
+        return BatchInfo(
+            batch_id=_server_id(info.batch_id, "batch"),
+            status=redact(info.status, self._secret)[:40],
+            input_file_id=_server_id(info.input_file_id, "file"),
+            counts={name: _count(value) for name, value in info.counts.items()},
+            output_file_id=_optional_id(info.output_file_id),
+            error_file_id=_optional_id(info.error_file_id),
+            errors=tuple(
+                (redact(code, self._secret)[:80], redact(message, self._secret)[:1000])
+                for code, message in info.errors
+            ),
+        )
 
     @asynccontextmanager
     async def _errors(self, what: str, *, unsupported: bool = False) -> AsyncIterator[None]:
@@ -147,6 +168,25 @@ class BatchAPI:
         return FatalAPIError(text)
 
 
+def _server_id(value: object, kind: str) -> str:
+    """An id from the server, used in URLs and file names only if it has an id's shape."""
+    if isinstance(value, str) and _SERVER_ID.fullmatch(value):
+        return value
+    shown = one_line(redact(str(value), None))[:60]
+    raise FatalAPIError(f"the server gave a {kind} id that is no id ({shown!r}): nothing more sent")
+
+
+def _count(value: object) -> int:
+    """A request count as the job file may hold it (junk is 0)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return 0
+    return max(0, min(value, _MAX_COUNT))
+
+
+def _optional_id(value: str | None) -> str | None:
+    return None if value is None else _server_id(value, "file")
+
+
 def _info(batch: Any) -> BatchInfo:
     counts = batch.request_counts
     errors = batch.errors.data if batch.errors is not None and batch.errors.data else []
@@ -161,5 +201,5 @@ def _info(batch: Any) -> BatchInfo:
         ),
         output_file_id=batch.output_file_id,
         error_file_id=batch.error_file_id,
-        errors=tuple((e.code or "", e.message or "") for e in errors),
+        errors=tuple((str(e.code or ""), str(e.message or "")) for e in errors),
     )

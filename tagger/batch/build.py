@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import os
+import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
 
+from tagger import jsondata
 from tagger.batch.api import ENDPOINT
 from tagger.batch.items import policy_state
 from tagger.batch.jobfile import BatchRecord, ItemState, JobState
 from tagger.config import Mode, RunConfig
-from tagger.errors import OutputError, UsageError
+from tagger.errors import ConfigError, OutputError, UsageError
 from tagger.files.abstracts import Abstract
+from tagger.files.atomic import own_directory, recreate
 from tagger.pipeline.policy import ItemPolicy
-from tagger.pipeline.request import build_request, render_messages
+from tagger.pipeline.request import build_request, render_messages, request_rules
 from tagger.pricing import PriceTable, count_text_tokens, estimate_tokens
 from tagger.prompting.plan import RunPlan
 from tagger.usage import Usage
@@ -45,6 +47,17 @@ class SpendCap:
         return None
 
 
+def request_line(custom_id: str, body: dict[str, object]) -> bytes:
+    """One line of a batch input file; it starts with request_prefix(custom_id)."""
+    line = {"custom_id": custom_id, "method": "POST", "url": ENDPOINT, "body": body}
+    return jsondata.dumps(line).encode("utf-8")
+
+
+def request_prefix(custom_id: str) -> bytes:
+    """How the line of custom_id starts in an input file tagger wrote."""
+    return b'{"custom_id": "' + custom_id.encode("ascii") + b'", '
+
+
 class InputFiles:
     """Writes request lines into files of at most max_requests lines and max_bytes bytes."""
 
@@ -55,14 +68,12 @@ class InputFiles:
         self.max_bytes = max_bytes
         self.records: list[BatchRecord] = []
         self._stream: IO[bytes] | None = None
+        self._path = folder
         self._bytes = 0
 
     def add(self, custom_id: str, body: dict[str, object]) -> None:
         """Append one request, starting a new file when this one is full."""
-        line = json.dumps(
-            {"custom_id": custom_id, "method": "POST", "url": ENDPOINT, "body": body},
-            ensure_ascii=False,
-        ).encode("utf-8")
+        line = request_line(custom_id, body)
         line += b"\n"
         if len(line) > self.max_bytes:
             raise UsageError(
@@ -88,13 +99,15 @@ class InputFiles:
         self._finish()
         name = f"round{self.round}-part{len(self.records) + 1}"
         path = self.folder / f"{name}.jsonl"
+        own_directory(self.folder.parent)
+        own_directory(self.folder)
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            self._stream = path.open("wb")
+            self._stream = recreate(path)  # a file left by a crashed round, or a planted link
         except OSError as exc:
             raise OutputError(f"cannot write {path}: {exc.strerror}: free space or fix it") from exc
         self._bytes = 0
-        record = BatchRecord(name=name, round=self.round, input_path=str(path), custom_ids=[])
+        self._path = path
+        record = BatchRecord(name=name, round=self.round, custom_ids=[])
         self.records.append(record)
         return record
 
@@ -103,7 +116,7 @@ class InputFiles:
         try:
             self._stream.write(line)
         except OSError as exc:
-            raise OutputError(f"cannot write {self._stream.name}: {exc.strerror}") from exc
+            raise OutputError(f"cannot write {self._path}: {exc.strerror}") from exc
         self._bytes += len(line)
 
     def _finish(self) -> None:
@@ -112,6 +125,44 @@ class InputFiles:
             os.fsync(self._stream.fileno())
             self._stream.close()
             self._stream = None
+
+
+def open_input_file(path: Path, record: BatchRecord) -> IO[bytes]:
+    """The batch input file tagger wrote for record, opened to upload; ConfigError otherwise.
+
+    Never through a link, only a regular file, and only if its lines are the requests of the
+    record's custom ids in order: a planted or edited file is refused and nothing is sent.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0))
+    except OSError as exc:
+        raise _not_ours(path, exc.strerror or type(exc).__name__) from None
+    handle = os.fdopen(fd, "rb")
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _not_ours(path, "not a regular file")
+        expected = iter(record.custom_ids)
+        for line in handle:
+            custom_id = next(expected, None)
+            if custom_id is None or not line.startswith(request_prefix(custom_id)):
+                raise _not_ours(path, "its lines are not the requests the job file lists")
+        if next(expected, None) is not None:
+            raise _not_ours(path, "it lacks requests the job file lists")
+        handle.seek(0)
+    except OSError as exc:
+        handle.close()
+        raise _not_ours(path, exc.strerror or type(exc).__name__) from None
+    except BaseException:
+        handle.close()
+        raise
+    return handle
+
+
+def _not_ours(path: Path, reason: str) -> ConfigError:
+    return ConfigError(
+        f"batch input file {path} is not the one tagger wrote ({reason}): nothing was sent; "
+        "remove it and rerun to rebuild it"
+    )
 
 
 def build_round(
@@ -129,6 +180,8 @@ def build_round(
     wanted = {key for key, item in state.items.items() if wanted_item(item)}
     mode = Mode(state.mode)
     rules = ItemPolicy.for_plan(plan)
+    # The model family's parameters, and what this job's earlier rounds were refused for.
+    sent_as = request_rules(plan.config.client, plan.prompt.params, state.adaptations)
     for abstract in abstracts:
         key = plan.item_key(abstract)
         if key not in wanted:
@@ -144,10 +197,8 @@ def build_round(
         if refusal is not None:
             _not_run(item, refusal)
             continue
-        client = plan.config.client
-        body = build_request(
-            client.model, messages, mode, plan.schema, params, logprobs=client.logprobs
-        )
+        body = build_request(plan.config.client.model, messages, mode, plan.schema, params,
+                             rules=sent_as)  # fmt: skip
         files.add(key, body)
         item.status = "submitted"
         item.attempts += 1

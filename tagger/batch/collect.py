@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from tagger.batch.api import BatchInfo
 from tagger.batch.items import apply, policy_state
 from tagger.batch.jobfile import BatchRecord, ItemState, JobState
+from tagger.jsondata import JSONTooDeep, parse_server_json
 from tagger.pipeline.cache import AnswerCache, outcome_entry
 from tagger.pipeline.outcome import Outcome
 from tagger.pipeline.policy import Action, Failure, ItemPolicy
+from tagger.pipeline.request import request_rules
 from tagger.prompting.plan import RunPlan
+from tagger.sending.params import refusal_of
 from tagger.sending.reply import Reply, reply_from_json
 from tagger.usage import Usage
 
@@ -21,6 +24,9 @@ log = logging.getLogger(__name__)
 # Lines a batch never ran because it ended first: resubmitted, never failed for it.
 NOT_RUN_CODES = frozenset({"batch_expired", "batch_cancelled"})
 TOKEN_LIMIT = "token_limit_exceeded"
+# The custom_id of a line too deep to parse: tagger's ids lead the line, as the API's do.
+_CUSTOM_ID = re.compile(r'"custom_id"\s*:\s*"([0-9a-f]{64})"')
+_CUSTOM_ID_SCAN = 4096
 
 
 @dataclass
@@ -41,10 +47,13 @@ class Collector:
         """Settle every item of the batch: answered, to repair, to resubmit or failed."""
         mine = set(record.custom_ids)
         for text in lines:
-            line = _parse(text)
+            line, unreadable = read_output_line(text)
             custom_id = line.get("custom_id")
             item = self.state.items.get(custom_id) if isinstance(custom_id, str) else None
             if item is None or custom_id not in mine or not self._waiting(item, record):
+                continue
+            if unreadable is not None:  # answered, but not readably: its repair turn says so
+                self._answer(str(custom_id), item, record, {}, unreadable)
                 continue
             self._line(str(custom_id), item, record, line)
         for custom_id in record.custom_ids:  # lines the batch never ran
@@ -68,7 +77,9 @@ class Collector:
             status = status if isinstance(status, int) and not isinstance(status, bool) else None
             message, code = _error_of(response.get("body"))
             reason = f"HTTP {status}: {message or 'no message'}"
-            self._failed(item, Failure(reason, status=status or 0, code=code))
+            # A refused parameter the job now adapts to: the next round sends the line again.
+            retryable = True if self._adapted(status, response.get("body")) else None
+            self._failed(item, Failure(reason, status=status or 0, code=code, retryable=retryable))
             return
         error = line.get("error")
         error = error if isinstance(error, dict) else {}
@@ -78,11 +89,36 @@ class Collector:
         else:
             self._failed(item, Failure(f"batch request failed: {code}: {message}", retryable=False))
 
-    def _answer(self, key: str, item: ItemState, record: BatchRecord, body: dict[str, Any]) -> None:
+    def _adapted(self, status: object, body: object) -> bool:
+        """A 400 refusing a parameter: the job learns it, and the next round's lines follow."""
+        if not isinstance(status, int):
+            return False
+        client, params = self.plan.config.client, self.plan.prompt.params
+        rules = request_rules(client, params, self.state.adaptations)
+        # The line was built before some of what the job knows now: either set of names.
+        before = request_rules(client, params).body_params(params)
+        sent = {"model", "messages", "response_format", *before, *rules.body_params(params)}
+        refusal = refusal_of(status, body, _error_of(body)[0] or "", sent)
+        if refusal is None or not rules.learn(refusal):
+            # Refused again after the job adapted (an earlier line of this batch): resend too.
+            return refusal is not None and refusal.param in rules.adapted
+        self.state.adaptations = list(rules.learned)
+        return True
+
+    def _answer(
+        self,
+        key: str,
+        item: ItemState,
+        record: BatchRecord,
+        body: dict[str, Any],
+        unreadable: str | None = None,
+    ) -> None:
         try:
             reply = reply_from_json(body)
         except TypeError:
             reply = Reply(content="", finish_reason=None)  # validation says what is wrong
+        if unreadable is not None:
+            reply = Reply(content="", finish_reason=None, problem=unreadable)
         self.state.requests += 1
         total = Usage.from_fields(self.state.usage) + reply.usage
         self.state.usage = total.as_fields()
@@ -99,6 +135,7 @@ class Collector:
             mode=self.state.mode,
             confidence=decision.confidence,
             batch_id=record.batch_id,
+            served_model=reply.model,
         )
         self.cache.put(key, outcome_entry(answered))
         item.status = "ok"
@@ -120,12 +157,23 @@ class Collector:
         apply(item, self.policy.on_failure(policy_state(item, self.policy), failure))
 
 
-def _parse(text: str) -> dict[str, Any]:
+def read_output_line(text: str) -> tuple[dict[str, Any], str | None]:
+    """One line of an output or error file, read within bounds ({} if it says nothing), and
+    why its answer is unreadable (None if it is readable).
+
+    A line too deep to read still belongs to its own row, found by its custom_id: that row
+    gets the repair turn of an invalid answer; the rest of the batch is kept.
+    """
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
+        value = parse_server_json(text)
+    except JSONTooDeep as exc:
+        found = _CUSTOM_ID.search(text[:_CUSTOM_ID_SCAN])
+        if found is None:
+            return {}, None
+        return {"custom_id": found.group(1)}, f"the server's answer is {exc}"
+    except ValueError:
+        return {}, None
+    return (value if isinstance(value, dict) else {}), None
 
 
 def _error_of(body: Any) -> tuple[str | None, str | None]:

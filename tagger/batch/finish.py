@@ -8,13 +8,14 @@ from typing import Any
 from tagger.batch.items import policy_state
 from tagger.batch.jobfile import JobState
 from tagger.config import Mode
-from tagger.files.abstracts import Abstract, InputScan, iter_abstracts
+from tagger.files.abstracts import Abstract, InputScan
 from tagger.files.rows import RowWriter
 from tagger.pipeline.cache import AnswerCache
 from tagger.pipeline.item import ItemTagger, ModeProbe, ProbeSnapshot
 from tagger.pipeline.live import LiveRunner
 from tagger.pipeline.outcome import Outcome
 from tagger.pipeline.progress import ProgressSink
+from tagger.pipeline.request import request_rules
 from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
@@ -87,14 +88,16 @@ async def write_rows(
     gate = SendGate(
         config.client.rpm, config.client.tpm, config.concurrency, _guard(job, plan, prices)
     )
-    client = LLMClient(config.client, gate)
+    rules = request_rules(config.client, plan.prompt.params, job.adaptations)
+    client = LLMClient(config.client, gate, rules)
     live = ItemTagger.for_plan(plan, client, ModeProbe(Mode(job.mode)))
     tagger = BatchLeftovers(live, job, live=config.batch.finish_live)
     runner = LiveRunner(plan, tagger, client, cache, writer, progress, prices)
     try:
-        stats = await runner.run(iter_abstracts(scan.files))
+        stats = await runner.run(scan.abstracts())
     finally:
         await client.aclose()
+        job.adaptations = list(rules.learned)  # kept for the job's next rounds
     return stats, add_batch_part(stats, job, prices, config.client.model)
 
 

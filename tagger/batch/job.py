@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shlex
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tagger.batch import jobfile
 from tagger.batch.api import BatchAPI
@@ -16,9 +18,9 @@ from tagger.batch.jobfile import ItemState, JobState
 from tagger.batch.rounds import BatchRounds, BatchWatcher
 from tagger.config import Mode, RunConfig
 from tagger.errors import BatchUnsupported, UsageError
-from tagger.files.abstracts import InputScan, iter_abstracts
+from tagger.files.abstracts import InputScan
 from tagger.files.outfile import OutputFile
-from tagger.files.rows import JsonlWriter, manifest_path
+from tagger.files.rows import JsonlWriter, RowWriter, manifest_path
 from tagger.pipeline.cache import AnswerCache
 from tagger.pipeline.job import build_manifest
 from tagger.pipeline.progress import ProgressSink
@@ -35,6 +37,7 @@ class BatchResult:
     job: JobState
     stats: RunStats | None = None
     costs: BatchCosts | None = None
+    manifest: dict[str, Any] | None = None
 
 
 def check_batch_options(config: RunConfig) -> None:
@@ -53,21 +56,25 @@ async def run_batch_job(
     prices: PriceTable,
     watcher: BatchWatcher,
     command: str,
+    *,
+    writer: RowWriter | None = None,
 ) -> BatchResult:
-    """Submit what the cache lacks, wait (unless --detach), collect, and write every row."""
+    """Submit what the cache lacks, wait (unless --detach), collect, and write every row.
+
+    writer: where the rows go instead of `output` (the Python API keeps them); `output` then
+    only names the job (None: the job of standard output).
+    """
     assert config.batch is not None
     check_batch_options(config)
     plan = RunPlan.load(config)
-    target = OutputFile(output, scan.files) if output is not None else None
+    target = OutputFile(output, scan.files) if output is not None and writer is None else None
     cache = AnswerCache(config.cache_dir)
     api = BatchAPI(config.client)
     try:
         job = _open_job(plan, scan, output, cache, command)
         # A cancel from before this command: running the command again means carry on.
         jobfile.cancel_marker(config.cache_dir, job.job_id).unlink(missing_ok=True)
-        rounds = BatchRounds(
-            job, plan, lambda: iter_abstracts(scan.files), cache, api, prices, watcher
-        )
+        rounds = BatchRounds(job, plan, scan.abstracts, cache, api, prices, watcher)
         if job.items:  # a fully cached run needs no job
             rounds.save()
         began = time.monotonic()
@@ -82,7 +89,8 @@ async def run_batch_job(
                 target.discard()
             return BatchResult(job)
         started = dt.datetime.now(dt.UTC)
-        writer = target.writer if target is not None else JsonlWriter(sys.stdout, "standard output")
+        if writer is None:
+            writer = target.writer if target else JsonlWriter(sys.stdout, "standard output")
         stats, costs = await write_rows(job, plan, scan, cache, writer, progress, prices)
         stats.duration = time.monotonic() - began  # this command's waiting included
         status = "stopped" if stats.stop_reason or stats.not_run else "complete"
@@ -97,7 +105,7 @@ async def run_batch_job(
             left = any(item.status in ("pending", "repair") for item in job.items.values())
             job.status = "active" if left else "finished"  # a cancelled job carries on later
             rounds.save()
-        return BatchResult(job, stats, costs)
+        return BatchResult(job, stats, costs, manifest)
     except BaseException:
         if target is not None:
             target.discard()
@@ -126,7 +134,7 @@ def _open_job(
         job = JobState(
             job_id=job_id,
             output=str(output) if output is not None else "-",
-            command=command,
+            command=_pin_mode(command, _mode(config, output)),
             model=config.client.model,
             base_url=public_url(config.client.effective_base_url),
             mode=_mode(config, output).value,
@@ -136,7 +144,7 @@ def _open_job(
     for item in job.items.values():
         if item.status == "not_run":  # left by a spend limit: this run may have a higher one
             item.status = "pending"
-    for abstract in iter_abstracts(scan.files):
+    for abstract in scan.abstracts():
         key = plan.item_key(abstract)
         if key not in job.items and cache.get(key) is None:
             job.items[key] = ItemState()
@@ -150,6 +158,13 @@ def _answered_since(job: JobState, cache: AnswerCache) -> None:
             item.status = "ok"
             item.error = None
             item.turns = []
+
+
+def _pin_mode(command: str, mode: Mode) -> str:
+    """The command to collect the job with, naming its mode (the next run may detect another)."""
+    if not command or "--mode" in shlex.split(command):
+        return command
+    return f"{command} --mode {mode.value}"
 
 
 def _mode(config: RunConfig, output: Path | None) -> Mode:

@@ -2,36 +2,52 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
+import re
 import shutil
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, StringConstraints, ValidationError, model_validator
 
 from tagger.errors import ConfigError
-from tagger.files.atomic import write_atomic
+from tagger.files.atomic import create_new, own_directory, write_atomic
+from tagger.terminal import one_line
 
-JOB_VERSION = 1
+JOB_VERSION: Literal[1] = 1
 # Batch statuses after which a batch changes no more.
 TERMINAL = frozenset({"completed", "expired", "cancelled", "failed"})
 ItemStatus = Literal["pending", "submitted", "repair", "ok", "failed", "not_run"]
+# A job file is data anyone with write access to the cache can edit: every id has its exact
+# shape, and no path is read from it (paths derive from the cache directory and these ids).
+JOB_ID_PATTERN = r"^[0-9a-f]{16}$"
+_JOB_ID = re.compile(JOB_ID_PATTERN)
+JobId = Annotated[str, StringConstraints(pattern=JOB_ID_PATTERN)]
+CacheKey = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+# OpenAI's ids are "batch_" or "file-" and base62; vLLM's and others' are uuids or hex.
+SERVER_ID_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
+ServerId = Annotated[str, StringConstraints(pattern=SERVER_ID_PATTERN)]
+FileName = Annotated[str, StringConstraints(pattern=r"^round[0-9]{1,6}-part[0-9]{1,6}$")]
+Text = Annotated[str, StringConstraints(max_length=20_000)]
+Count = Annotated[int, Field(ge=0, le=10**12)]
+Tokens = dict[Annotated[str, StringConstraints(max_length=40)], Count]
 
 
 class ItemState(BaseModel):
     """Where one abstract (one cache key, its custom_id) stands."""
 
     status: ItemStatus = "pending"
-    batch_id: str | None = None  # the batch of its last request (of its answer once ok)
-    attempts: int = 0  # requests submitted for it, repairs and resubmissions included
-    repairs: int = 0
-    cutoffs: int = 0  # times asked again with a bigger token budget after a cut-off answer
-    error: str | None = None  # why it failed (failed, not_run) or its last request failed
+    batch_id: ServerId | None = None  # the batch of its last request (of its answer once ok)
+    attempts: Count = 0  # requests submitted for it, repairs and resubmissions included
+    repairs: Count = 0
+    cutoffs: Count = 0  # times asked again with a bigger token budget after a cut-off answer
+    error: Text | None = None  # why it failed (failed, not_run) or its last request failed
     # Invalid answers and what was wrong with each, sent back in order as its repair turns
     # (tagger.batch.items bounds them when they are read back).
-    turns: list[tuple[str, str]] = Field(default_factory=list)
-    usage: dict[str, int] = Field(default_factory=dict)  # tokens of its batch answers (Usage)
+    turns: Annotated[list[tuple[Text, Text]], Field(max_length=100)] = Field(default_factory=list)
+    usage: Tokens = Field(default_factory=dict)  # tokens of its batch answers (Usage)
 
     @model_validator(mode="before")
     @classmethod
@@ -45,16 +61,15 @@ class ItemState(BaseModel):
 class BatchRecord(BaseModel):
     """One input file and the batch made from it."""
 
-    name: str
-    round: int
-    input_path: str
-    custom_ids: list[str]
-    file_id: str | None = None
-    batch_id: str | None = None
-    status: str = "built"  # built, uploaded, then the API's status
-    request_counts: dict[str, int] = Field(default_factory=dict)
+    name: FileName  # its input file is files_dir(cache, job) / f"{name}.jsonl", never read here
+    round: Count
+    custom_ids: list[CacheKey]
+    file_id: ServerId | None = None
+    batch_id: ServerId | None = None
+    status: Annotated[str, StringConstraints(max_length=40)] = "built"  # then the API's status
+    request_counts: Tokens = Field(default_factory=dict)
     collected: bool = False
-    error: str | None = None  # a batch-level failure (token_limit_exceeded, ...)
+    error: Text | None = None  # a batch-level failure (token_limit_exceeded, ...)
 
     @property
     def terminal(self) -> bool:
@@ -65,24 +80,28 @@ class BatchRecord(BaseModel):
 class JobState(BaseModel):
     """Everything needed to carry on a batch run after a crash, a reboot or --detach."""
 
-    version: int = JOB_VERSION
-    job_id: str
-    output: str
-    command: str = ""
-    model: str
-    base_url: str
-    mode: str
-    created_at: str
-    updated_at: str = ""
+    version: Literal[1] = JOB_VERSION
+    job_id: JobId
+    output: Text
+    command: Text = ""
+    model: Annotated[str, StringConstraints(max_length=200)]
+    base_url: Text
+    mode: Literal["json_schema", "json_object_schema", "json_object", "text"]
+    created_at: Annotated[str, StringConstraints(max_length=40)]
+    updated_at: Annotated[str, StringConstraints(max_length=40)] = ""
     status: Literal["active", "finished"] = "active"
-    rounds: int = 0
-    submitted_requests: int = 0  # batch requests submitted, all rounds (--max-requests)
-    estimated_cost: float = 0.0  # their estimated cost at batch prices (--max-cost)
-    requests: int = 0  # batch requests answered (with a body)
-    repairs: int = 0  # repair turns sent in batch rounds
-    token_limited_rounds: int = 0  # rounds in a row the enqueued-token limit failed every batch
-    usage: dict[str, int] = Field(default_factory=dict)  # tokens of every batch answer (Usage)
-    items: dict[str, ItemState] = Field(default_factory=dict)
+    rounds: Count = 0
+    submitted_requests: Count = 0  # batch requests submitted, all rounds (--max-requests)
+    # Their estimated cost at batch prices (--max-cost).
+    estimated_cost: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
+    requests: Count = 0  # batch requests answered (with a body)
+    repairs: Count = 0  # repair turns sent in batch rounds
+    token_limited_rounds: Count = 0  # rounds in a row the enqueued-token limit failed every batch
+    usage: Tokens = Field(default_factory=dict)  # tokens of every batch answer (Usage)
+    # What the server's 400s taught about its parameters (tagger.sending.params): later rounds'
+    # lines are built with it, since a batch cannot probe.
+    adaptations: Annotated[list[Text], Field(max_length=100)] = Field(default_factory=list)
+    items: dict[CacheKey, ItemState] = Field(default_factory=dict)
     batches: list[BatchRecord] = Field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
@@ -113,51 +132,95 @@ def job_id(output: Path | None, run_part: str) -> str:
     return hashlib.sha256(f"{where}\x1f{run_part}".encode()).hexdigest()[:16]
 
 
+def _checked(job: str) -> str:
+    """A job id fit to name files with; ConfigError for anything else."""
+    if not _JOB_ID.fullmatch(job):
+        raise ConfigError(f"'{one_line(job)[:40]}' is not a tagger batch job id (16 hex digits)")
+    return job
+
+
 def job_path(cache_dir: Path, job: str) -> Path:
     """The state file of one job."""
-    return jobs_dir(cache_dir) / f"{job}.json"
+    return jobs_dir(cache_dir) / f"{_checked(job)}.json"
 
 
 def cancel_marker(cache_dir: Path, job: str) -> Path:
     """Left by `tagger batch cancel`: a run waiting on the job resubmits nothing more."""
-    return jobs_dir(cache_dir) / f"{job}.cancel"
+    return jobs_dir(cache_dir) / f"{_checked(job)}.cancel"
 
 
 def files_dir(cache_dir: Path, job: str) -> Path:
     """Where one job's batch input files are written."""
-    return jobs_dir(cache_dir) / job
+    return jobs_dir(cache_dir) / _checked(job)
+
+
+def input_file(cache_dir: Path, job: str, record: BatchRecord) -> Path:
+    """The input file of one batch, derived from the job and its name (checked shapes)."""
+    return files_dir(cache_dir, job) / f"{record.name}.jsonl"
 
 
 def save(cache_dir: Path, state: JobState) -> None:
     """Replace the job file in one rename: a kill leaves the old or the new state, whole."""
     state.updated_at = now()
     path = job_path(cache_dir, state.job_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    own_directory(path.parent)
     write_atomic(path, state.model_dump_json(exclude_defaults=True) + "\n")
+
+
+def mark_cancelled(cache_dir: Path, job: str) -> None:
+    """Leave the cancel marker (a new file: nothing planted at its name is followed)."""
+    own_directory(jobs_dir(cache_dir))
+    with contextlib.suppress(FileExistsError), create_new(cancel_marker(cache_dir, job)):
+        pass
 
 
 def remove(cache_dir: Path, job: str) -> None:
     """Forget a job that never reached the server: its file and its input files."""
     job_path(cache_dir, job).unlink(missing_ok=True)
-    shutil.rmtree(files_dir(cache_dir, job), ignore_errors=True)
+    remove_input_files(cache_dir, job)
+
+
+def remove_input_files(cache_dir: Path, job: str) -> None:
+    """Remove a job's input files (a symlink in their place is removed, never followed)."""
+    folder = files_dir(cache_dir, job)
+    if folder.is_symlink():
+        folder.unlink()
+    else:
+        shutil.rmtree(folder, ignore_errors=True)  # rmtree follows no link inside it
 
 
 def load(cache_dir: Path, job: str) -> JobState | None:
     """The job's state, or None if there is no such job."""
     path = job_path(cache_dir, job)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return None
     return _read(path)
 
 
 def _read(path: Path) -> JobState:
+    """A job file that checks out, or one line (exit 2) saying it does not: nothing is done."""
     try:
-        return JobState.model_validate_json(path.read_bytes())
-    except (OSError, ValidationError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not a tagger batch job file"
-        raise ConfigError(
-            f"cannot read batch job {path}: {reason}: remove it to start over"
-        ) from None
+        if path.is_symlink():
+            raise ValueError("it is a symlink")
+        state = JobState.model_validate_json(path.read_bytes())
+        if state.job_id != path.stem:
+            raise ValueError(f"it names job {one_line(state.job_id)[:40]}, not {path.stem}")
+    except OSError as exc:
+        raise _refused(path, exc.strerror or type(exc).__name__) from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])[:80]
+        raise _refused(path, f"not a tagger batch job file ({where}: {first['msg']})") from None
+    except ValueError as exc:
+        raise _refused(path, f"not a tagger batch job file ({exc})") from None
+    return state
+
+
+def _refused(path: Path, reason: str) -> ConfigError:
+    return ConfigError(
+        f"cannot use batch job {path}: {one_line(reason)}: nothing was sent or deleted; "
+        "remove it to start over"
+    )
 
 
 def list_jobs(cache_dir: Path) -> list[JobState]:

@@ -10,12 +10,13 @@ from typing import Protocol
 
 from tagger.batch import jobfile
 from tagger.batch.api import BatchAPI, BatchInfo
-from tagger.batch.build import InputFiles, SpendCap, build_round
+from tagger.batch.build import InputFiles, SpendCap, build_round, open_input_file
 from tagger.batch.collect import TOKEN_LIMIT, Collector
 from tagger.batch.jobfile import BatchRecord, ItemState, JobState
 from tagger.config import RunConfig
 from tagger.errors import BatchAPITrouble, FatalAPIError
 from tagger.files.abstracts import Abstract
+from tagger.jsondata import jsonl_lines
 from tagger.pipeline.cache import AnswerCache
 from tagger.pipeline.policy import ItemPolicy
 from tagger.pricing import PriceTable
@@ -112,11 +113,13 @@ class BatchRounds:
                 self.watcher.update(self.state)
 
     async def _submit_one(self, record: BatchRecord) -> None:
-        if record.file_id is None and not Path(record.input_path).is_file():
-            self._lost(record)
+        path = jobfile.input_file(self.config.cache_dir, self.state.job_id, record)
+        if record.file_id is None and not path.exists() and not path.is_symlink():
+            self._lost(record, path)
             return
         if record.file_id is None:
-            record.file_id = await self.api.upload(Path(record.input_path))
+            with open_input_file(path, record) as handle:
+                record.file_id = await self.api.upload(path.name, handle)
             record.status = "uploaded"
             self._uploaded_here.add(record.file_id)
             self.save()
@@ -135,7 +138,7 @@ class BatchRounds:
         self.save()
         log.info("submitted %s as batch %s", record.name, info.batch_id)
 
-    def _lost(self, record: BatchRecord) -> None:
+    def _lost(self, record: BatchRecord, path: Path) -> None:
         """An input file deleted before it was uploaded: its items go into the next round."""
         for custom_id in record.custom_ids:
             item = self.state.items.get(custom_id)
@@ -143,7 +146,7 @@ class BatchRounds:
                 item.status = "repair" if item.turns else "pending"
                 item.attempts -= 1
         record.collected = True
-        record.error = f"input file {record.input_path} was gone before upload: rebuilt"
+        record.error = f"input file {path} was gone before upload: rebuilt"
         self.save()
 
     async def _poll(self) -> None:
@@ -174,7 +177,7 @@ class BatchRounds:
         lines: list[str] = []
         for file_id in (info.output_file_id, info.error_file_id):
             if file_id:
-                lines.extend((await self.api.content(file_id)).splitlines())
+                lines.extend(line for _, line in jsonl_lines(await self.api.content(file_id)))
         record.error = "; ".join(f"{code}: {message}" for code, message in info.errors) or None
         self.collector.collect(record, info, lines)
         self.save()  # answers are in the cache; the job now says so too

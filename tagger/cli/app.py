@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -13,6 +12,7 @@ from tagger.cli.batch import batch_app
 from tagger.cli.cache import cache_app
 from tagger.cli.helpstyle import TaggerGroup
 from tagger.cli.models import models
+from tagger.cli.prices import prices
 from tagger.cli.prompts import prompts
 from tagger.cli.rayrun import merge
 from tagger.cli.review import register_review_commands
@@ -54,9 +54,13 @@ def main(
     from dotenv import load_dotenv
 
     from tagger.cli.logs import logs_on_stderr
+    from tagger.project import find_dotenv
 
     # Loaded here, not at import, and before subcommand options read their envvars.
-    load_dotenv(Path.cwd() / ".env", override=False)
+    # The nearest .env, here or above (find_dotenv(usecwd=True)): `cd seeds` keeps the key.
+    dotenv = find_dotenv()
+    if dotenv is not None:
+        load_dotenv(dotenv, override=False)
     ctx.with_resource(logs_on_stderr())  # warnings of every command; `run` sets its own level
 
 
@@ -67,6 +71,7 @@ app.add_typer(batch_app, name="batch")
 register_review_commands(app)
 app.command("sample")(sample)
 app.command("models")(models)
+app.command("prices")(prices)
 app.command("merge")(merge)
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tagger import defaults
-from tagger.cli.common import ApiKeyOpt, BaseUrlOpt, CacheDirOpt, errors
+from tagger.cli.common import ApiKeyOpt, BaseUrlOpt, CacheDirOpt, cache_dir_or_default, errors
+from tagger.terminal import one_line
+from tagger.wording import plural
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -39,11 +41,12 @@ def batch_main(ctx: typer.Context) -> None:
 
 
 @batch_app.command("list")
-def list_command(cache_dir: CacheDirOpt = defaults.CACHE_DIR, as_json: JsonOpt = False) -> None:
+def list_command(cache_dir: CacheDirOpt = None, as_json: JsonOpt = False) -> None:
     """List the batch jobs this cache directory knows about, newest first."""
     from tagger.batch.jobfile import list_jobs
 
     with errors():
+        cache_dir = cache_dir_or_default(cache_dir)
         jobs = list_jobs(cache_dir)
         if as_json:
             typer.echo(json.dumps([_summary(job) for job in jobs]))
@@ -57,7 +60,7 @@ def list_command(cache_dir: CacheDirOpt = defaults.CACHE_DIR, as_json: JsonOpt =
 @batch_app.command("status")
 def status_command(
     job: JobArg = None,
-    cache_dir: CacheDirOpt = defaults.CACHE_DIR,
+    cache_dir: CacheDirOpt = None,
     base_url: BaseUrlOpt = None,
     api_key: ApiKeyOpt = None,
     as_json: JsonOpt = False,
@@ -66,6 +69,7 @@ def status_command(
     import asyncio
 
     with errors(api_key):
+        cache_dir = cache_dir_or_default(cache_dir)
         state = _job(cache_dir, job)
         api = _api(state, base_url, api_key)
         asyncio.run(_refresh(api, state))
@@ -76,17 +80,21 @@ def status_command(
         for batch in _batches(state):
             counts: dict[str, int] = batch["request_counts"]  # type: ignore[assignment]
             typer.echo(
-                f"  round {batch['round']} {batch['file']}: {batch['batch_id'] or 'not submitted'}"
-                f" {batch['status']} {counts.get('completed', 0)}/{counts.get('total', 0)}"
-                f" answered, {counts.get('failed', 0)} failed"
+                one_line(
+                    f"  round {batch['round']} {batch['file']}: "
+                    f"{batch['batch_id'] or 'not submitted'} {batch['status']} "
+                    f"{counts.get('completed', 0)}/{counts.get('total', 0)} answered, "
+                    f"{counts.get('failed', 0)} failed"
+                )
             )
-        typer.echo(f"collect with: {state.command}" if state.status == "active" else "finished")
+        active = state.status == "active"
+        typer.echo(f"collect with: {one_line(state.command)}" if active else "finished")
 
 
 @batch_app.command("cancel")
 def cancel_command(
     job: JobArg = None,
-    cache_dir: CacheDirOpt = defaults.CACHE_DIR,
+    cache_dir: CacheDirOpt = None,
     base_url: BaseUrlOpt = None,
     api_key: ApiKeyOpt = None,
 ) -> None:
@@ -96,14 +104,15 @@ def cancel_command(
     from tagger.batch import jobfile
 
     with errors(api_key):
+        cache_dir = cache_dir_or_default(cache_dir)
         state = _job(cache_dir, job)
         api = _api(state, base_url, api_key)
         cancelled = asyncio.run(_cancel(api, state))
         # Tells a run waiting on this job to resubmit nothing more.
-        jobfile.cancel_marker(cache_dir, state.job_id).touch()
-        typer.echo(f"cancelled {len(cancelled)} batch(es): {' '.join(cancelled) or '-'}")
+        jobfile.mark_cancelled(cache_dir, state.job_id)
+        typer.echo(f"cancelled {plural(len(cancelled), 'batch')}: {' '.join(cancelled) or '-'}")
         typer.echo(f"the same command collects what they finished and resubmits the rest: "
-                   f"{state.command}")  # fmt: skip
+                   f"{one_line(state.command)}")  # fmt: skip
 
 
 def _job(cache_dir: Path, job: str | None) -> JobState:
@@ -171,7 +180,7 @@ def _summary(job: JobState) -> dict[str, object]:
         "mode": job.mode,
         "rounds": job.rounds,
         "batches": len(job.batches),
-        "running": len(job.active_batches()),
+        "running": _running(job),
         "items": job.counts(),
         "command": job.command,
     }
@@ -179,10 +188,16 @@ def _summary(job: JobState) -> dict[str, object]:
 
 def _line(job: JobState) -> str:
     counts = ", ".join(f"{n} {status}" for status, n in sorted(job.counts().items())) or "empty"
-    return (
+    # Every field came from a job file or a server: shown, never obeyed by the terminal.
+    return one_line(
         f"{job.job_id} {job.status} {job.created_at} -> {job.output}: round {job.rounds}, "
-        f"{len(job.active_batches())}/{len(job.batches)} batch(es) running, items: {counts}"
+        f"{_running(job)}/{plural(len(job.batches), 'batch')} running, items: {counts}"
     )
+
+
+def _running(job: JobState) -> int:
+    """Batches the server is still working on (a cancelled one is over, collected or not)."""
+    return sum(1 for batch in job.active_batches() if not batch.terminal)
 
 
 def _batches(job: JobState) -> list[dict[str, object]]:

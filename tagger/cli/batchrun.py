@@ -7,54 +7,25 @@ import shlex
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from tagger import defaults
 from tagger.cli.common import EXIT_INTERRUPTED, say
-from tagger.config import BatchConfig
-from tagger.errors import UsageError
 from tagger.redact import public_url
+from tagger.wording import plural
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from tagger.batch.jobfile import JobState
-    from tagger.cli.job import RunOptions
+    from tagger.cli.runcommand import RunCommand
     from tagger.config import RunConfig
     from tagger.files.abstracts import InputScan
+    from tagger.options import RunOptions
     from tagger.pipeline.job import DryRunReport
     from tagger.pricing import PriceTable
-
-
-@dataclass(frozen=True)
-class BatchOptions:
-    """The batch options of `tagger run`, as given."""
-
-    enabled: bool = False
-    detach: bool = False
-    finish_live: bool = False
-    max_requests_per_file: int = defaults.BATCH_MAX_REQUESTS
-    max_bytes_per_file: int = defaults.BATCH_MAX_BYTES
-    poll_interval: float = defaults.BATCH_POLL_SECONDS
-
-    def config(self) -> BatchConfig | None:
-        """The batch configuration, None for a live run; UsageError for a batch-only option."""
-        if not self.enabled:
-            given = [name for name, on in (("--detach", self.detach),
-                     ("--finish-live", self.finish_live)) if on]  # fmt: skip
-            if given:
-                raise UsageError(f"{given[0]} only applies to a batch run: add --batch")
-            return None
-        return BatchConfig(
-            max_requests_per_file=self.max_requests_per_file,
-            max_bytes_per_file=self.max_bytes_per_file,
-            poll_interval=self.poll_interval,
-            detach=self.detach,
-            finish_live=self.finish_live,
-        )
 
 
 class BatchLines:
@@ -101,26 +72,31 @@ def progress_line(state: JobState) -> str:
     )
 
 
-def rerun_command(options: RunOptions) -> str:
-    """The command that finds this job again (the API key is never part of it)."""
-    parts = ["tagger", "run", *map(str, options.paths), "-o", str(options.output), "--batch"]
+def rerun_command(command: RunCommand, options: RunOptions, prompt_ref: str | None = None) -> str:
+    """The command that finds this job again (the API key is never part of it).
+
+    The prompt is pinned to the version this run used (prompt_ref): a newer version added
+    before collecting would otherwise make the printed command submit a second, paid job.
+    """
+    parts = ["tagger", "run", *map(str, command.paths), "-o", str(command.output), "--batch"]
     chosen: list[tuple[str, Any, Any]] = [
         ("--model", options.model, defaults.MODEL),
         ("--base-url", public_url(options.base_url) if options.base_url else None, None),
-        ("--prompt", options.prompt, None),
+        ("--prompt", prompt_ref or options.prompt, None),
         ("--prompts-dir", options.prompts_dir, None),
-        ("--mode", options.mode, None),
-        ("--cache-dir", options.cache_dir, defaults.CACHE_DIR),
+        ("--mode", options.mode.value if options.mode is not None else None, None),
+        ("--cache-dir", options.cache_dir, None),
     ]
     for flag, value, default in chosen:
         if value is not None and value != default:
             parts += [flag, str(value)]
-    if options.batch is not None and options.batch.finish_live:
+    if options.finish_live:
         parts.append("--finish-live")
     return shlex.join(parts)
 
 
 def run_batch(
+    command: RunCommand,
     options: RunOptions,
     config: RunConfig,
     scanned: InputScan,
@@ -131,18 +107,23 @@ def run_batch(
     from tagger.batch.job import run_batch_job
     from tagger.cli.tables import print_summary
     from tagger.pipeline.bar import BarProgress
+    from tagger.sending.models import check_model_offered
 
-    destination = None if str(options.output) == "-" else options.output
-    sink = BarProgress(console, scanned.count, show=not options.quiet)
-    command = rerun_command(options)
+    check_model_offered(config.client)  # a batch of a model the server does not list: stop now
+    from tagger.prompting.prompts import load_prompt
+
+    destination = None if str(command.output) == "-" else command.output
+    sink = BarProgress(console, scanned.count, show=not command.quiet)
+    prompt_ref = load_prompt(config.prompts_dir, config.prompt_ref).ref
+    rerun = rerun_command(command, options, prompt_ref)
     run = run_batch_job(
         config,
         scanned,
         destination,
         sink,
         prices,
-        BatchLines(console, quiet=options.quiet),
-        command,
+        BatchLines(console, quiet=command.quiet),
+        rerun,
     )
     try:
         with _sigterm_interrupts(), sink.shown():
@@ -151,22 +132,23 @@ def run_batch(
         say(
             console,
             "Interrupted: batches already submitted keep running on the server; "
-            f"run the same command to collect them: {command}",
+            f"run the same command to collect them: {rerun}",
         )
         raise typer.Exit(EXIT_INTERRUPTED) from None
     job, stats = result.job, result.stats
+    rerun = job.command or rerun  # pinned to the job's mode too
     if stats is None:
         running = len(job.active_batches())
         say(
             console,
-            f"batch job {job.job_id}: {running} batch(es) running on the server "
+            f"batch job {job.job_id}: {plural(running, 'batch')} running on the server "
             f"({sum(1 for i in job.items.values() if i.status == 'submitted')} requests). "
-            f"They finish within 24 h; collect them with: {command}",
+            f"They finish within 24 h; collect them with: {rerun}",
         )
         return
-    print_summary(console, stats, destination, quiet=options.quiet)
+    print_summary(console, stats, destination, quiet=command.quiet)
     costs = result.costs
-    if costs is not None and not options.quiet and job.batches:
+    if costs is not None and not command.quiet and job.batches:
         say(console, cost_line(job, costs.cost, costs.live_cost))
     if stats.interrupted:
         raise typer.Exit(EXIT_INTERRUPTED)
@@ -179,8 +161,9 @@ def cost_line(job: JobState, cost: float | None, live_cost: float | None) -> str
     spent = "n/a (unknown model price)" if cost is None else f"${cost:.4f}"
     live = "" if live_cost is None else f" (the same run live: ${live_cost:.4f})"
     return (
-        f"batch job {job.job_id}: {job.rounds} round(s), {len(job.batches)} batch(es), "
-        f"{job.requests} answers, {job.repairs} repair turn(s); estimated cost {spent}{live}"
+        f"batch job {job.job_id}: {plural(job.rounds, 'round')}, "
+        f"{plural(len(job.batches), 'batch')}, {plural(job.requests, 'answer')}, "
+        f"{plural(job.repairs, 'repair turn')}; estimated cost {spent}{live}"
     )
 
 

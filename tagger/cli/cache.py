@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from tagger import defaults
-from tagger.cli.common import EXIT_INTERRUPTED, CacheDirOpt, errors, print_err
+from tagger.cli.common import EXIT_INTERRUPTED, CacheDirOpt, cache_dir_or_default, errors, print_err
 from tagger.errors import UsageError
+from tagger.wording import plural, size
 
 cache_app = typer.Typer(help="Inspect or clear the answer cache.", rich_markup_mode=None)
 
@@ -24,29 +24,33 @@ def cache_main(ctx: typer.Context) -> None:
 
 @cache_app.command("stats")
 def cache_stats(
-    cache_dir: CacheDirOpt = defaults.CACHE_DIR,
+    cache_dir: CacheDirOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Show how many answers the cache holds."""
     from tagger.pipeline.cache import cache_stats as read_stats
 
     with errors():
-        stats = read_stats(cache_dir)
+        cache_dir = cache_dir_or_default(cache_dir)
+        stats = read_stats(cache_dir.absolute())  # the path says which cache, wherever one stands
         if as_json:
             typer.echo(json.dumps(stats))
             return
-        typer.echo(f"{stats['entries']} answers, {stats['bytes']} bytes in {stats['directory']}")
+        typer.echo(
+            f"{plural(stats['entries'], 'answer')}, {size(stats['bytes'])} in {stats['directory']}"
+        )
 
 
 @cache_app.command("clear")
 def cache_clear(
-    cache_dir: CacheDirOpt = defaults.CACHE_DIR,
+    cache_dir: CacheDirOpt = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
 ) -> None:
     """Delete every cached answer (they cost money to get again)."""
     from tagger.pipeline.cache import clear_cache
 
     with errors():
+        cache_dir = cache_dir_or_default(cache_dir)
         if not yes and not _confirm(f"Delete every cached answer in {cache_dir}?"):
             print_err("nothing cleared")
             return

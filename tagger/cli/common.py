@@ -112,11 +112,13 @@ def _option_problem(location: tuple[int | str, ...], message: str) -> str:
 
 ModeName = Literal["json_schema", "json_object_schema", "json_object", "text"]
 HttpName = Literal["httpx", "aiohttp"]
+EffortName = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+TierName = Literal["default", "flex"]
 
 PathsArg = Annotated[
     list[Path],
     typer.Argument(
-        help="Abstract files (.txt, .jsonl, .csv) or directories of them.", metavar="PATH"
+        help="Abstract files (.txt, .jsonl, .csv, .json) or directories of them.", metavar="PATH"
     ),
 ]
 BaseUrlOpt = Annotated[
@@ -157,12 +159,20 @@ def _named_directory(raw: str | Path) -> Path:
 
 
 CacheDirOpt = Annotated[
-    Path,
+    Path | None,
     typer.Option(
         "--cache-dir",
         envvar="TAGGER_CACHE_DIR",
         help="Answer cache directory.",
+        show_default="cache/ beside the nearest .env or prompts/, else the user cache directory",
         metavar="DIR",
         parser=_named_directory,
     ),
 ]
+
+
+def cache_dir_or_default(cache_dir: Path | None) -> Path:
+    """--cache-dir, else the project's cache/, else the user's cache directory."""
+    from tagger.project import default_cache_dir
+
+    return cache_dir if cache_dir is not None else default_cache_dir()

@@ -28,6 +28,7 @@ EXAMPLES: dict[str, str] = {
     "tags": "tagger tags tagged.jsonl --suggest",
     "sample": "tagger sample tagged.jsonl -n 30 --uncertain -o sample.xlsx",
     "models": "tagger models --json",
+    "prices": "tagger prices gpt-5.4-nano",
     "merge": "tagger merge tagged.jsonl.parts -o tagged.jsonl",
     "cache": "tagger cache stats",
     "cache stats": "tagger cache stats --json",

@@ -10,13 +10,15 @@ import typer
 
 from tagger.cli.common import errors, say, stderr_console
 from tagger.errors import UsageError
+from tagger.wording import plural
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from tagger.cli.job import RunOptions
+    from tagger.cli.runcommand import RunCommand
     from tagger.config import RunConfig
     from tagger.files.abstracts import InputScan
+    from tagger.options import RunOptions
     from tagger.pricing import PriceTable
 
 LOCAL = "local"  # `--ray` without an address: start a Ray on this machine
@@ -35,6 +37,7 @@ def _require_ray() -> None:
 
 
 def run_ray(
+    command: RunCommand,
     options: RunOptions,
     config: RunConfig,
     scanned: InputScan,
@@ -45,7 +48,7 @@ def run_ray(
     from tagger.cli.tables import print_summary
     from tagger.pipeline.bar import BarProgress
 
-    if str(options.output) == "-":
+    if str(command.output) == "-":
         raise UsageError("--ray writes parts beside -o FILE and merges them: name a file")
     if config.batch is not None:
         raise UsageError("--ray and --batch are two ways to scale: pass one of them")
@@ -53,16 +56,23 @@ def run_ray(
     from tagger.ray.job import RayRun, run_on_ray
 
     _quiet_ray()
-    how = RayRun(ray_address(options.ray), actors=options.ray_actors)
-    sink = BarProgress(console, scanned.count, show=not options.quiet)
+    how = RayRun(ray_address(options.ray_address), actors=options.ray_actors)
+    sink = BarProgress(console, scanned.count, show=not command.quiet)
     with sink.shown():
-        stats, merged = run_on_ray(config, scanned, options.output, sink, prices, how)
+        stats, merged = run_on_ray(config, scanned, command.output, sink, prices, how)
     if merged.skipped_lines:
         where = ", ".join(merged.skipped_where)
-        say(console, f"Warning: skipped {merged.skipped_lines} unreadable part line(s): {where}")
-    print_summary(console, stats, options.output, quiet=options.quiet)
+        say(
+            console,
+            f"Warning: skipped {plural(merged.skipped_lines, 'unreadable part line')}: {where}",
+        )
+    print_summary(console, stats, command.output, quiet=command.quiet)
     if merged.missing:
-        say(console, f"{merged.missing} abstract(s) have no row yet: rerun the same command")
+        say(
+            console,
+            f"{plural(merged.missing, 'abstract')} {'has' if merged.missing == 1 else 'have'} "
+            "no row yet: rerun the same command",
+        )
     if stats.failed or stats.stop_reason or merged.missing:
         raise typer.Exit(1)
 
@@ -97,7 +107,12 @@ def merge(
         stats = merge_parts(found, output)
         if stats.skipped_lines:
             where = ", ".join(stats.skipped_where)
-            say(console, f"Warning: skipped {stats.skipped_lines} unreadable line(s): {where}")
+            say(
+                console,
+                f"Warning: skipped {plural(stats.skipped_lines, 'unreadable line')}: {where}",
+            )
         say(
-            console, f"wrote {output}: {stats.items} rows, {stats.ok} ok, from {len(found)} part(s)"
+            console,
+            f"wrote {output}: {plural(stats.items, 'row')}, {stats.ok} ok, "
+            f"from {plural(len(found), 'part')}",
         )

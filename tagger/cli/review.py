@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,6 +20,7 @@ from tagger.cli.runfiles import (
     read_runs,
 )
 from tagger.terminal import json_text
+from tagger.wording import plural
 
 if TYPE_CHECKING:
     pass
@@ -60,7 +61,7 @@ def export(
             extend=add_count_charts,
             notes=review_header_notes(),
         )
-        print_err(f"wrote {len(rows)} rows to {output}")
+        print_err(f"wrote {plural(len(rows), 'row')} to {output}")
 
 
 def gold_import(
@@ -103,7 +104,7 @@ def gold_import(
             )
         write_rows(output, result.rows)
         skipped = f"; {result.skipped} unreviewed skipped" if result.skipped else ""
-        print_err(f"wrote {len(result.rows)} gold rows to {output}{skipped}")
+        print_err(f"wrote {plural(len(result.rows), 'gold row')} to {output}{skipped}")
 
 
 def eval_command(
@@ -154,30 +155,30 @@ def compare(
     """Compare two runs of the same abstracts row by row; with --gold, say which side wins."""
     from tagger.cli.tables import print_compare
     from tagger.files.sheets import sheet_format, write_sheet
-    from tagger.review.evaluate import DIFF_COLUMNS, compare_runs, diff_sheet_rows, evaluate
-    from tagger.review.paired import paired_verdicts, run_verdicts
+    from tagger.review.evaluate import DIFF_COLUMNS, diff_sheet_rows
+    from tagger.reviewing import compare_report
 
     with errors():
         if output is not None:
             sheet_format(output)  # fail on a bad suffix before any work
         synonyms = load_synonyms_for(prompts_dir, synonyms_version)
         a_rows, b_rows = read_runs(a_file, b_file)
-        report: dict[str, Any] = {"a_file": str(a_file), "b_file": str(b_file)}
-        report |= compare_runs(a_rows, b_rows, synonyms)
-        if gold is not None:
-            gold_rows = read_gold(gold, prompts_dir, synonyms)
-            report["eval_a"] = evaluate(a_rows, gold_rows, synonyms)
-            report["eval_b"] = evaluate(b_rows, gold_rows, synonyms)
-            paired = paired_verdicts(a_rows, b_rows, gold_rows, synonyms)
-            verdicts = paired.pop("verdicts")
-            report["paired"] = paired
-            report["verdicts"] = verdicts + run_verdicts(report["eval_a"], report["eval_b"])
+        gold_rows = read_gold(gold, prompts_dir, synonyms) if gold is not None else None
+        report = compare_report(a_rows, b_rows, gold_rows, synonyms, str(a_file), str(b_file))
+        if not report["totals"]["compared"]:
+            from tagger.errors import UsageError
+
+            totals = report["totals"]
+            raise UsageError(
+                f"{a_file} and {b_file} have no ids in common ({totals['only_a']} only in A, "
+                f"{totals['only_b']} only in B): compare two runs of the same abstracts"
+            )
         if output is not None:
             from tagger.review.reportbook import add_compare_sheets
 
             diff, add_sheets = diff_sheet_rows(report["rows"]), partial(add_compare_sheets, report)
             write_sheet(output, DIFF_COLUMNS, diff, title="compare", extend=add_sheets)
-            print_err(f"wrote {len(report['rows'])} compared rows to {output}")
+            print_err(f"wrote {plural(len(report['rows']), 'compared row')} to {output}")
         if as_json:
             typer.echo(json_text(report))
             return

@@ -1,4 +1,8 @@
-"""`tagger run`'s options; the work happens in tagger.cli.job, imported when it runs."""
+"""`tagger run`'s options; the work happens in tagger.cli.job, imported when it runs.
+
+The options are tagger.options.RunOptions by name (tests/test_api.py checks names, defaults
+and environment variables against it): the CLI and `tagger.tag()` take the same ones.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +16,12 @@ from tagger.cli.common import (
     ApiKeyOpt,
     BaseUrlOpt,
     CacheDirOpt,
+    EffortName,
     HttpName,
     ModeName,
     PathsArg,
     PromptsDirOpt,
+    TierName,
 )
 
 
@@ -86,7 +92,8 @@ def run(
             envvar="TAGGER_TIMEOUT",
             help="Seconds one whole request may take.",
             show_default=(
-                f"{defaults.LOCAL_TIMEOUT:g} for a local server, else {defaults.REMOTE_TIMEOUT:g}"
+                f"{defaults.LOCAL_TIMEOUT:g} for a local server, {defaults.FLEX_TIMEOUT:g} with "
+                f"--service-tier flex, else {defaults.REMOTE_TIMEOUT:g}"
             ),
             metavar="SECONDS",
         ),
@@ -103,7 +110,7 @@ def run(
         int,
         typer.Option(help="Times an invalid answer is sent back with its error.", metavar="N"),
     ] = defaults.REPAIR_TURNS,
-    cache_dir: CacheDirOpt = defaults.CACHE_DIR,
+    cache_dir: CacheDirOpt = None,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Neither read nor write the answer cache.")
     ] = False,
@@ -147,6 +154,22 @@ def run(
             help="Ask for no token log-probabilities: rows get no task-area confidence.",
         ),
     ] = False,
+    reasoning_effort: Annotated[
+        EffortName | None,
+        typer.Option(
+            envvar="TAGGER_REASONING_EFFORT",
+            help="Reasoning effort of a reasoning model (gpt-5 family, o-series).",
+            show_default="the prompt's, else the cheapest the model takes",
+        ),
+    ] = None,
+    service_tier: Annotated[
+        TierName | None,
+        typer.Option(
+            envvar="TAGGER_SERVICE_TIER",
+            help="OpenAI processing tier; flex: half price, slower (timeout 900 s).",
+            show_default="the server's",
+        ),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Count, estimate cost, show a prompt; send nothing.")
     ] = False,
@@ -202,40 +225,25 @@ def run(
     ] = False,
 ) -> None:
     """Tag abstracts and write one JSON line per abstract, in input order."""
-    from tagger.cli.batchrun import BatchOptions
-    from tagger.cli.job import RunOptions, run_command
+    given = dict(locals())  # every option by its name: the names tagger.tag() takes
+    from tagger.apikey import key_refusal
 
-    run_command(
-        RunOptions(
-            paths=paths,
-            output=output,
-            model=model,
-            base_url=base_url,
-            api_key=api_key,
-            prompt=prompt,
-            prompts_dir=prompts_dir,
-            mode=mode,
-            concurrency=concurrency,
-            rpm=rpm,
-            tpm=tpm,
-            timeout=timeout,
-            max_attempts=max_attempts,
-            repair_turns=repair_turns,
-            cache_dir=cache_dir,
-            no_cache=no_cache,
-            refresh=refresh,
-            max_cost=max_cost,
-            max_requests=max_requests,
-            prices=prices,
-            http=http,
-            no_logprobs=no_logprobs,
-            dry_run=dry_run,
-            verbose=verbose,
-            quiet=quiet,
-            ray=(ray_address or "local") if ray else None,
-            ray_actors=ray_actors,
-            batch=BatchOptions(
-                batch, detach, finish_live, batch_max_requests, batch_max_bytes, batch_poll
-            ),
-        )
+    # Before the imports of a run (~0.5 s, seconds on a loaded machine): a missing or placeholder
+    # key is refused at once.
+    if not dry_run and (refusal := key_refusal(api_key, base_url)) is not None:
+        from tagger.cli.common import print_err
+
+        print_err(f"Error: {refusal}")
+        raise typer.Exit(2)
+    from tagger.cli.job import run_command
+    from tagger.cli.runcommand import RunCommand
+
+    command = RunCommand(
+        paths=given.pop("paths"),
+        output=given.pop("output"),
+        dry_run=given.pop("dry_run"),
+        verbose=given.pop("verbose"),
+        quiet=given.pop("quiet"),
+        given=given,
     )
+    run_command(command)

@@ -1,14 +1,25 @@
-"""What the review commands read: run files, gold sets, taxonomy and synonyms; their arguments."""
+"""The review commands' arguments; what they read is tagger.review.inputs'."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 
-if TYPE_CHECKING:
-    from tagger.prompting.taxonomy import Synonyms, Taxonomy
+# Read by the core, for the API too: the same files read the same way.
+from tagger.review.inputs import load_synonyms_for, load_taxonomy_for, read_gold, read_runs
+
+__all__ = [
+    "GoldOpt",
+    "JsonOpt",
+    "RunArg",
+    "SynonymsOpt",
+    "load_synonyms_for",
+    "load_taxonomy_for",
+    "read_gold",
+    "read_runs",
+]
 
 RunArg = Annotated[Path, typer.Argument(help="A `tagger run` output file (JSONL).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
@@ -16,65 +27,3 @@ SynonymsOpt = Annotated[
     str | None, typer.Option("--synonyms", help="Synonyms version, e.g. v1 (default newest).")
 ]
 GoldOpt = Annotated[Path | None, typer.Option("--gold", help="Gold set (JSONL).")]
-
-
-def load_synonyms_for(prompts_dir: Path | None, version: str | None) -> Synonyms:
-    """The synonyms table of that version (default newest)."""
-    from tagger.prompting.prompts import default_prompts_dir
-    from tagger.prompting.taxonomy import load_synonyms
-
-    return load_synonyms(prompts_dir or default_prompts_dir(), version)
-
-
-def load_taxonomy_for(prompts_dir: Path | None, version: str | None) -> Taxonomy:
-    """The taxonomy of that version (default newest)."""
-    from tagger.prompting.prompts import default_prompts_dir
-    from tagger.prompting.taxonomy import load_taxonomy
-
-    return load_taxonomy(prompts_dir or default_prompts_dir(), version)
-
-
-_SHEET_SUFFIXES = (".csv", ".xlsx", ".xls", ".tsv", ".ods")
-_GIVE_RUN = "give the JSONL file `tagger run -o` wrote (e.g. tagged.jsonl)"
-
-
-def read_runs(*paths: Path) -> list[list[dict[str, Any]]]:
-    """Read `tagger run` outputs; a review sheet given instead gets told apart with a next step."""
-    from tagger.errors import UsageError
-    from tagger.files.jsonl import read_run_rows
-
-    runs = []
-    for path in paths:
-        if path.suffix.lower() in _SHEET_SUFFIXES:
-            raise UsageError(f"{path} is a sheet, not a run: {_GIVE_RUN}")
-        if not path.exists():
-            raise UsageError(f"{path}: no such file: {_GIVE_RUN}")
-        rows = read_run_rows(path)
-        if not any("status" in row for row in rows):
-            raise UsageError(
-                f"{path} has no 'status' field: not a run (a gold set goes after --gold); "
-                f"{_GIVE_RUN}"
-            )
-        runs.append(rows)
-    return runs
-
-
-def read_gold(path: Path, prompts_dir: Path | None, synonyms: Synonyms) -> list[dict[str, Any]]:
-    """Read a gold set and validate it against the taxonomy it was labelled with."""
-    from tagger.errors import UsageError
-    from tagger.files.jsonl import read_gold_rows
-    from tagger.review.gold import check_gold_rows, gold_taxonomy_version
-
-    if path.suffix.lower() in _SHEET_SUFFIXES:
-        raise UsageError(
-            f"--gold {path}: a gold set is JSONL; make one from the reviewed sheet with "
-            f"`tagger gold import {path} -o gold.jsonl`"
-        )
-    if not path.exists():
-        raise UsageError(
-            f"--gold {path}: no such file; make a gold set with "
-            "`tagger gold import review.csv -o gold.jsonl`"
-        )
-    rows = read_gold_rows(path)
-    taxonomy = load_taxonomy_for(prompts_dir, gold_taxonomy_version(rows))
-    return check_gold_rows(str(path), rows, taxonomy, synonyms)

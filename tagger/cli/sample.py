@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -52,6 +51,7 @@ def sample(
     ] = True,
 ) -> None:
     """Write a seeded random sample of a run to a review sheet, with each row's sampling weight."""
+    from tagger import jsondata
     from tagger.files.atomic import write_atomic
     from tagger.files.sheets import (
         SHEET_COLUMNS,
@@ -96,7 +96,7 @@ def sample(
             write_sheet(output, columns, sheet_rows, counts=counts, extend=extend, notes=notes)
         else:
             write_sheet(output, columns, sheet_rows, bom=bom)
-            write_atomic(design_path(output), json.dumps(design, indent=2, ensure_ascii=False))
+            write_atomic(design_path(output), jsondata.dumps(design, indent=2))
         for note in drawn.notes:
             print_err(note)
         where_text = f" ({'; '.join(design['where'])})" if design["where"] else ""

@@ -52,6 +52,12 @@ def print_summary(
         console.print(table)
         if output is not None and not stats.kept_output:  # else a warning said why not
             say(console, f"wrote {output}")
+    if stats.failed and stats.top_errors:
+        say(console, f"commonest errors of the {stats.failed} failed abstracts:")
+        for entry in stats.top_errors:
+            say(console, f"  {entry['count']} x {entry['reason']}")
+    if stats.confidence_note and not quiet:
+        say(console, f"note: {stats.confidence_note}")
     if stats.stop_reason and say_stop:
         advice = stats.stop_advice or "rerun the same command to finish"
         say(console, f"Stopped: {stats.stop_reason}; {advice}")
@@ -67,10 +73,14 @@ def print_dry_run(console: Console, report: DryRunReport) -> None:
     table.add_row("unique", str(report.unique))
     table.add_row("already cached", str(report.cached))
     table.add_row("to send", str(report.unique - report.cached))
-    table.add_row(
-        "estimated tokens",
-        f"{report.usage.prompt_tokens} in / {report.usage.completion_tokens} out",
-    )
+    tokens = f"{report.usage.prompt_tokens} in / {report.usage.completion_tokens} out"
+    if report.usage.reasoning_tokens:
+        tokens += f" (of which {report.usage.reasoning_tokens} reasoning)"
+    table.add_row("estimated tokens", tokens)
+    if report.model:
+        table.add_row("model", cell(report.model))
+        table.add_row("price row", cell(report.price_note))
+        table.add_row("service tier", report.service_tier)
     table.add_row("estimated cost", cost)
     console.print(table)
     if report.first_messages:
@@ -182,7 +192,8 @@ def print_eval(report: dict[str, Any], title: str) -> None:
         table.add_row(*row)
     table.add_row("summaries checked", str(summ["rows"]), *blank)
     table.add_row("one line", _pct(summ["one_line"]), *blank)
-    table.add_row("words mean / max", f"{_num(summ['mean_words'])} / {summ['max_words']}", *blank)
+    mean = "n/a" if summ["mean_words"] is None else f"{summ['mean_words']:.1f}"
+    table.add_row("words mean / max", f"{mean} / {summ['max_words']}", *blank)
     table.add_row(f"over {MAX_SUMMARY_WORDS} words", _pct(summ["over_limit"]), *blank)
     table.add_row('"This paper…" openers', _pct(summ["bad_opener"]), *blank)
     console.print(table)

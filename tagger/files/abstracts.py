@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -12,12 +13,16 @@ from typing import Any
 
 from tagger.errors import InputError
 from tagger.files.csvrows import csv_rows
+from tagger.files.ownfiles import own_file_kind
 from tagger.files.textlines import os_reason, parse_json, read_lines
 
-SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".csv")
-_USE = "use .txt, .jsonl or .csv"
+SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".csv", ".json")
+_USE = "use .txt, .jsonl, .csv or .json"
 _ONE_OBJECT = 'write one {"abstract": "..."} object per line'
 _MAX_HEADER_CHARS = 200
+# A .json input is read whole (an array cannot be streamed): larger ones belong in .jsonl.
+MAX_JSON_BYTES = 512 * 1024 * 1024
+log = logging.getLogger(__name__)
 # A year must not be part of a longer number ("12025") but may touch letters ("NeurIPS2025").
 _YEAR_RE = re.compile(r"(?<!\d)((?:19|20)\d{2})(?!\d)")
 _KNOWN = ("abstract", "id", "title", "venue", "year")
@@ -49,6 +54,8 @@ class InputScan:
     count: int
     unique: int
     per_file: dict[str, int]
+    # Files of the folders given that were not read: (path, why), tagger's own or unreadable.
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
     given: tuple[Abstract, ...] | None = None  # abstracts passed in memory (the Python API)
 
     def abstracts(self) -> Iterator[Abstract]:
@@ -76,20 +83,27 @@ def parse_header(line: str) -> tuple[str | None, int | None]:
 
 def discover(paths: Sequence[Path | str]) -> list[Path]:
     """Expand files and directories into the ordered list of input files."""
+    return discover_files(paths)[0]
+
+
+def discover_files(paths: Sequence[Path | str]) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """The input files, in order, and the files of the folders given that are not read
+    (with why: a file tagger wrote, or one it cannot read)."""
     found: list[Path] = []
     seen: set[Path] = set()
+    skipped: list[tuple[Path, str]] = []
     for arg in paths:
-        for path in _expand(Path(arg)):
+        for path in _expand(Path(arg), skipped):
             # Naming a file twice (or a file and its directory) must not tag it twice.
             key = path.resolve()
             if key not in seen:
                 seen.add(key)
                 found.append(path)
-    return found
+    return found, skipped
 
 
-def _expand(path: Path) -> list[Path]:
-    """Return the input files one path argument stands for."""
+def _expand(path: Path, skipped: list[tuple[Path, str]]) -> list[Path]:
+    """Return the input files one path argument stands for; note the folder's others."""
     if not path.exists():
         raise InputError(path, None, "no such file or directory: check the path")
     if path.is_dir():
@@ -97,12 +111,22 @@ def _expand(path: Path) -> list[Path]:
             entries = sorted(path.iterdir(), key=lambda p: p.name)
         except OSError as exc:
             raise InputError(path, None, f"cannot list directory: {os_reason(exc)}") from exc
-        # Hidden files are editor/OS droppings (.DS_Store, .~lock.x.csv#), never inputs;
-        # an earlier run's output would feed its own rows back in.
-        wanted = (p for p in entries if not p.name.startswith(".") and not _is_tagger_output(p))
-        files = [p for p in wanted if p.suffix.lower() in SUPPORTED_SUFFIXES and p.is_file()]
+        files: list[Path] = []
+        # Hidden files are editor/OS droppings (.DS_Store, .~lock.x.csv#), never inputs.
+        for entry in (p for p in entries if not p.name.startswith(".") and p.is_file()):
+            own = own_file_kind(entry)
+            if own is not None:  # its rows came from abstracts: they would be counted twice
+                skipped.append((entry, f"{own} tagger wrote"))
+            elif entry.suffix.lower() in SUPPORTED_SUFFIXES:
+                files.append(entry)
+            else:
+                skipped.append((entry, f"{entry.suffix or 'no suffix'}: not a file tagger reads"))
         if not files:
-            raise InputError(path, None, f"no .txt, .jsonl or .csv files in this directory: {_USE}")
+            mine = sum(1 for entry, why in skipped if entry.parent == path and "tagger" in why)
+            own = f" ({mine} file(s) here are tagger's own outputs)" if mine else ""
+            raise InputError(
+                path, None, f"no .txt, .jsonl, .csv or .json files in this directory{own}: {_USE}"
+            )
         return files
     if not path.is_file():
         raise InputError(path, None, f"not a regular file or directory: {_USE}")
@@ -111,19 +135,35 @@ def _expand(path: Path) -> list[Path]:
     return [path]
 
 
-def _is_tagger_output(path: Path) -> bool:
-    """A .jsonl with a tagger manifest beside it (tagged.jsonl + tagged.manifest.json)."""
-    if not path.name.endswith(".jsonl"):
-        return False
-    return path.with_name(path.name[: -len(".jsonl")] + ".manifest.json").is_file()
-
-
 def scan(paths: Sequence[Path | str]) -> InputScan:
-    """Read and check every input, raising InputError on the first problem."""
-    files = discover(paths)
+    """Read and check every input, raising InputError on the first problem.
+
+    Files of the folders given that are not read are said in one warning (each at info).
+    """
+    files, skipped = discover_files(paths)
+    _say_skipped(skipped)
     per_file = {str(path): 0 for path in files}
     count, unique = _check(iter_abstracts(files), per_file)
-    return InputScan(files=files, count=count, unique=unique, per_file=per_file)
+    return InputScan(files=files, count=count, unique=unique, per_file=per_file, skipped=skipped)
+
+
+def _say_skipped(skipped: list[tuple[Path, str]]) -> None:
+    if not skipped:
+        return
+    own = [path for path, why in skipped if why.endswith("tagger wrote")]
+    others = sorted({p.suffix.lower() or "no suffix" for p, _ in skipped if p not in own})
+    parts = (
+        [f"{len(own)} file(s) tagger wrote (outputs, exports, samples, gold sets)"] if own else []
+    )
+    if others:
+        parts.append(f"{len(skipped) - len(own)} file(s) tagger cannot read ({', '.join(others)})")
+    log.warning(
+        "skipped %s in the folder(s) given: name a file to read it anyway%s",
+        " and ".join(parts),
+        "" if log.isEnabledFor(logging.INFO) else " (--verbose lists them)",
+    )
+    for path, why in skipped:
+        log.info("skipped %s: %s", path, why)
 
 
 def scan_given(abstracts: Sequence[Abstract]) -> InputScan:
@@ -261,6 +301,35 @@ def _read_jsonl(path: Path) -> Iterator[Abstract]:
         yield _record(path, number, obj, "field", lambda key: key)
 
 
+def _read_json(path: Path) -> Iterator[Abstract]:
+    """Yield one record per object of a JSON array (line: its position, from 1)."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_JSON_BYTES:
+            raise InputError(path, None, f"{size:,} bytes is too large for .json: use .jsonl")
+        text = path.read_bytes().decode("utf-8-sig")
+    except OSError as exc:
+        raise InputError(path, None, f"cannot read file: {os_reason(exc)}") from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(path, None, f"not valid UTF-8 (byte offset {exc.start})") from exc
+    try:
+        data = parse_json(text)
+    except JSONDecodeError as exc:
+        raise InputError(path, exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})") from exc
+    except ValueError as exc:
+        raise InputError(path, None, f"invalid JSON: {exc}") from exc
+    if not isinstance(data, list):
+        got = _json_type(data)
+        raise InputError(
+            path, None, f'expected an array of {{"abstract": "..."}} objects, got {got}'
+        )
+    for number, obj in enumerate(data, start=1):
+        if not isinstance(obj, dict):
+            got = _json_type(obj)
+            raise InputError(path, number, f"item {number} of the array is {got}, not an object")
+        yield _record(path, number, obj, "field", lambda key: key)
+
+
 def _read_csv(path: Path) -> Iterator[Abstract]:
     """Yield one record per CSV row, keyed by case-insensitive column names."""
     for line, cells in csv_rows(path):
@@ -315,4 +384,5 @@ _READERS: dict[str, tuple[Callable[[Path], Iterator[Abstract]], str]] = {
     ".txt": (_read_txt, "add abstracts separated by blank lines"),
     ".jsonl": (_read_jsonl, "add one JSON object per line"),
     ".csv": (_read_csv, "add rows below the header row"),
+    ".json": (_read_json, 'write an array of {"abstract": "..."} objects'),
 }

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from json import JSONDecodeError
 from pathlib import Path
 from typing import Any, Literal
 
+from tagger import jsondata
 from tagger.errors import UsageError
 from tagger.files.atomic import write_atomic, write_failed
 from tagger.files.textlines import parse_json
+from tagger.jsondata import jsonl_lines
 
 # The fields of a run row the review commands read, and the JSON types `tagger run` writes.
 _RUN_TEXT_FIELDS = (
@@ -36,7 +37,7 @@ def write_rows(path: Path, rows: Sequence[dict[str, Any]]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise write_failed(path, exc) from exc
-    write_atomic(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    write_atomic(path, "".join(jsondata.dumps(row) + "\n" for row in rows))
 
 
 def _read_rows(path: Path, kind: Literal["run", "gold"]) -> list[dict[str, Any]]:
@@ -49,7 +50,7 @@ def _read_rows(path: Path, kind: Literal["run", "gold"]) -> list[dict[str, Any]]
     except UnicodeDecodeError as exc:
         raise UsageError(f"{path}: not UTF-8 (byte {exc.start})") from exc
     rows: list[dict[str, Any]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in jsonl_lines(text):
         if not line.strip():
             continue
         try:

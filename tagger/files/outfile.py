@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import json
+import io
 import logging
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
+from tagger import jsondata
 from tagger.errors import OutputError, UsageError
-from tagger.files.atomic import write_failed
+from tagger.files.atomic import recreate, write_failed
 from tagger.files.rows import JsonlWriter, manifest_path, partial_path, write_json_temporary
+
+if TYPE_CHECKING:
+    from filelock import BaseFileLock
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +31,7 @@ class OutputFile:
     """OUT while one run writes it: rows go to OUT.partial, which replaces OUT when settled.
 
     Creating it checks OUT before anything is sent and takes an exclusive lock beside it
-    (flock: the kernel releases it when the process dies, so a killed run never blocks).
+    (the OS releases it when the process dies, so a killed run never blocks).
     """
 
     def __init__(self, output: Path, inputs: Sequence[Path]) -> None:
@@ -37,7 +41,9 @@ class OutputFile:
         self._lock = _OutputLock(output)
         try:
             _check_replaceable(output)
-            self._stream: IO[str] = self.partial.open("w", encoding="utf-8", newline="\n")
+            self._stream: IO[str] = io.TextIOWrapper(
+                recreate(self.partial), encoding="utf-8", newline="\n"
+            )
         except OSError as exc:
             self._lock.release()
             raise _unwritable(output, exc) from exc
@@ -103,61 +109,105 @@ class OutputFile:
 
 
 class _OutputLock:
-    """An exclusive flock on OUT.lock holding the owner's pid; refuses a second run at once."""
+    """An exclusive lock on OUT.lock holding the owner's pid; refuses a second run at once.
+
+    Through filelock (flock on POSIX, LockFileEx on Windows: the OS releases it when the
+    process dies, so a killed run never blocks the next). The lock file is opened without
+    following a symlink (filelock's O_NOFOLLOW), and removed on release.
+    """
 
     def __init__(self, output: Path) -> None:
+        from filelock import FileLock, Timeout
+
         self.path = lock_path(output)
-        self._fd: int | None = None
+        self._held: tuple[int, int] | None = None
         while True:
+            lock = FileLock(
+                self.path,
+                timeout=0,
+                thread_local=False,
+                is_singleton=False,
+                fallback_to_soft=False,  # a marker file would not free itself after a kill
+                on_acquired=self._acquired,
+            )
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            except OSError as exc:
-                raise _unwritable(output, exc) from exc
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                owner = _read_pid(fd)
-                os.close(fd)
+                lock.acquire()
+            except Timeout:
                 raise UsageError(
-                    f"{output} is being written by another tagger run (pid {owner}): "
-                    "wait for it to finish or choose another -o"
+                    f"{output} is being written by another tagger run (pid {_read_pid(self.path)}):"
+                    " wait for it to finish or choose another -o"
                 ) from None
-            # The previous holder may have removed the file between our open and flock.
-            if _same_file(fd, self.path):
+            except OSError as exc:
+                if self.path.is_symlink():
+                    raise UsageError(
+                        f"{self.path} is a symlink: tagger follows no link it finds beside -o; "
+                        "remove it and rerun"
+                    ) from None
+                raise _unwritable(output, exc) from exc
+            # The previous holder may have removed the file between our open and our lock.
+            if self._held == _identity(self.path):
                 break
-            os.close(fd)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._fd = fd
+            lock.release()
+        self._lock: BaseFileLock | None = lock
+
+    def _acquired(self, fd: int) -> None:
+        """Called by filelock with the locked file: note which file it is, write our pid."""
+        held = os.fstat(fd)
+        self._held = (held.st_dev, held.st_ino)
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError as exc:  # a full disk: the output error, not a bad -o
+            raise write_failed(self.path, exc) from exc
 
     def release(self) -> None:
-        """Remove the lock file, then unlock."""
-        if self._fd is None:
+        """Remove the lock file, then unlock (a run that opened it meanwhile sees it gone)."""
+        if self._lock is None:
             return
-        self.path.unlink(missing_ok=True)
-        os.close(self._fd)  # closing releases the flock
-        self._fd = None
+        with contextlib.suppress(OSError):  # Windows: an open file cannot be removed
+            self.path.unlink(missing_ok=True)
+        self._lock.release()
+        self._lock = None
+        if sys.platform == "win32":
+            with contextlib.suppress(OSError):
+                self.path.unlink(missing_ok=True)
 
 
-def _read_pid(fd: int) -> str:
+def _read_pid(path: Path) -> str:
+    """The pid a lock file holds, read without following a symlink; "unknown" if unreadable."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        fd = os.open(path, flags)
+        try:
+            text = os.read(fd, 32).decode("ascii", "replace").strip()
+        finally:
+            os.close(fd)
     except OSError:
         text = ""
     return text if text.isdecimal() else "unknown"
 
 
-def _same_file(fd: int, path: Path) -> bool:
+def _identity(path: Path) -> tuple[int, int] | None:
     try:
-        on_disk = path.stat()
+        on_disk = os.lstat(path)
     except FileNotFoundError:
-        return False
-    held = os.fstat(fd)
-    return (held.st_dev, held.st_ino) == (on_disk.st_dev, on_disk.st_ino)
+        return None
+    return on_disk.st_dev, on_disk.st_ino
+
+
+# `tagger run` writes JSON Lines, whatever -o is called: a name that promises another format
+# (out.xlsx, out.csv) would hold JSONL that a spreadsheet shows as one garbled column.
+RUN_SUFFIXES = ("", ".jsonl", ".ndjson", ".jsonlines")
 
 
 def _check_target(output: Path, inputs: Sequence[Path]) -> None:
     """Refuse an output that cannot be a file of its own, before anything is sent."""
+    if output.suffix.lower() not in RUN_SUFFIXES:
+        raise UsageError(
+            f"-o {output}: `tagger run` writes JSON Lines, not {output.suffix}: name it "
+            f"{output.with_suffix('.jsonl').name}, then `tagger export "
+            f"{output.with_suffix('.jsonl').name} -o {output.name}` for a spreadsheet"
+        )
     if not output.name or output.is_dir():
         raise UsageError(f"-o {output} is a directory: name a file, e.g. -o {output}/tagged.jsonl")
     if output.exists() and not output.is_file():  # a device or pipe would be replaced by a file
@@ -173,9 +223,9 @@ def _check_target(output: Path, inputs: Sequence[Path]) -> None:
 
 def _check_replaceable(output: Path) -> None:
     """Refuse an existing OUT that is read-only: the run could not replace it at the end."""
-    if output.exists():
-        with output.open("a", encoding="utf-8"):
-            pass  # opening for append changes nothing, but fails on a read-only file
+    if output.exists() and not output.is_symlink():  # a link is replaced, its target untouched
+        # Opening for append changes nothing, but fails on a read-only file.
+        os.close(os.open(output, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)))
 
 
 def _unwritable(output: Path, exc: OSError) -> UsageError:
@@ -187,10 +237,11 @@ def _ok_rows(output: Path) -> int:
     """How many ok rows an existing output holds (unreadable lines count as nothing)."""
     count = 0
     try:
-        with output.open(encoding="utf-8", errors="replace") as handle:
-            for line in handle:
+        with output.open("rb") as handle:
+            for raw in handle:  # split on \n only, as the rows were written
+                line = raw.decode("utf-8", "replace")
                 try:
-                    row = json.loads(line)
+                    row = jsondata.parse_json(line)
                 except ValueError:
                     continue
                 count += isinstance(row, dict) and row.get("status") == "ok"

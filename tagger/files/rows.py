@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tagger import jsondata
 from tagger.files.abstracts import Abstract
 from tagger.files.atomic import write_atomic, write_failed, write_temporary
 from tagger.pipeline.outcome import Status
@@ -52,7 +52,9 @@ class Row(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_input_tokens: int = 0
+    reasoning_tokens: int = 0  # part of completion_tokens: thought, not shown, billed as output
     batch_id: str | None = None  # the Batch API batch that answered it; None for a live answer
+    served_model: str | None = None  # the model the server says answered (its reply's `model`)
 
     @property
     def ok(self) -> bool:
@@ -61,19 +63,20 @@ class Row(BaseModel):
 
     @classmethod
     def of(cls, values: dict[str, Any]) -> Row:
-        """A row from values the pipeline built and checked: every field, in order, then extras.
+        """A row from values the pipeline built and checked: every field in order, then extras.
 
         What model_construct() does, without its per-field work: the writer's hot path makes
         one per abstract (tests/test_api.py checks it equals model_validate()).
         """
         row = cls.__new__(cls)
-        known = {name: values[name] for name in ROW_FIELDS}
+        if values.keys() == _FIELD_SET:  # built in field order by build_row: no extras
+            known, extra = values, {}
+        else:
+            known = {name: values[name] for name in ROW_FIELDS}
+            extra = {k: v for k, v in values.items() if k not in known}
         object.__setattr__(row, "__dict__", known)
-        extra = (
-            {k: v for k, v in values.items() if k not in known} if len(values) > len(known) else {}
-        )
         object.__setattr__(row, "__pydantic_extra__", extra)
-        object.__setattr__(row, "__pydantic_fields_set__", set(values))
+        object.__setattr__(row, "__pydantic_fields_set__", set(known))
         object.__setattr__(row, "__pydantic_private__", None)
         return row
 
@@ -84,6 +87,7 @@ class Row(BaseModel):
 
 
 ROW_FIELDS = tuple(Row.model_fields)
+_FIELD_SET = frozenset(ROW_FIELDS)
 
 
 def build_row(
@@ -98,6 +102,7 @@ def build_row(
     usage: Usage,
     confidence: AreaConfidence | None = None,
     batch_id: str | None = None,
+    served_model: str | None = None,
 ) -> Row:
     """One output row, fields in ROW_FIELDS order, input's extra fields after them."""
     answer = answer or {}
@@ -123,6 +128,7 @@ def build_row(
         "cached": cached,
         **usage.as_fields(),
         "batch_id": batch_id,  # the Batch API batch that answered it; null for a live answer
+        "served_model": served_model,  # the model the server says answered (its reply's)
     }
     for key, value in abstract.extra.items():
         row[key if key not in row else f"input_{key}"] = value
@@ -175,7 +181,9 @@ class JsonlWriter:
     def write(self, row: Row) -> None:
         """Append one row."""
         try:
-            self._stream.write(json.dumps(row.fields(), ensure_ascii=False) + "\n")
+            # The row's own dict when it has no extras: a copy per row would cost a big run.
+            record = row.__dict__ if not row.__pydantic_extra__ else row.fields()
+            self._stream.write(jsondata.dumps(record) + "\n")
         except BrokenPipeError:
             raise  # a reader of standard output went away: the CLI says so
         except OSError as exc:
@@ -202,4 +210,4 @@ def write_json_temporary(path: Path, data: dict[str, Any]) -> Path:
 
 
 def _json_document(data: dict[str, Any]) -> str:
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    return jsondata.dumps(data, indent=2) + "\n"

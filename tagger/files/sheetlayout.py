@@ -104,6 +104,7 @@ def tidy(
     widest: float = 50.0,
     spanning: Sequence[int] = (),
     repeat_header: bool = True,
+    landscape: bool = True,
 ) -> None:
     """Widths that fit each column's values, wrapped headers, row heights, print settings.
 
@@ -156,4 +157,4 @@ def tidy(
         height = row_height(texts)
         if height is not None:
             sheet.row_dimensions[r].height = height
-    print_setup(sheet, header_rows=1 if repeat_header else 0)
+    print_setup(sheet, header_rows=1 if repeat_header else 0, landscape=landscape)

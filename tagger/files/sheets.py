@@ -8,10 +8,12 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from tagger.errors import UsageError
+from tagger.errors import OutputError, UsageError
+from tagger.files.atomic import write_atomic_with
 from tagger.files.csvrows import allow_long_cells, csv_problem, guess_delimiter
+from tagger.files.ownfiles import XLSX_CREATOR
 from tagger.files.sheetlayout import fit_width, print_setup, row_height
 
 SHEET_COLUMNS = (
@@ -150,11 +152,17 @@ def write_sheet(
 
 
 def _write_csv(path: Path, columns: Sequence[str], cells: list[list[Cell]], *, bom: bool) -> None:
-    # Excel reads UTF-8 only when a BOM says so; newline="" lets csv write \r\n itself.
-    with path.open("w", encoding="utf-8-sig" if bom else "utf-8", newline="") as stream:
+    def write(handle: IO[bytes]) -> None:
+        # Excel reads UTF-8 only when a BOM says so; newline="" lets csv write \r\n itself.
+        encoding = "utf-8-sig" if bom else "utf-8"
+        stream = io.TextIOWrapper(handle, encoding=encoding, newline="")
         writer = csv.writer(stream, quoting=csv.QUOTE_MINIMAL, lineterminator="\r\n")
         writer.writerow(columns)
         writer.writerows(["" if cell is None else cell for cell in row] for row in cells)
+        stream.flush()
+        stream.detach()  # the atomic writer syncs and closes the file
+
+    write_atomic_with(path, write)  # whole or not at all, never through a planted link
 
 
 def _shown(value: Cell) -> str:
@@ -251,10 +259,16 @@ def _write_xlsx(
         print_setup(summary, landscape=False)
     if extend is not None:
         extend(book)
+    save_book(book, path)
+
+
+def save_book(book: Any, path: Path) -> None:
+    """Save an openpyxl workbook marked as tagger's, whole, never through a planted link."""
+    book.properties.creator = XLSX_CREATOR  # how a folder scan knows tagger wrote it
     try:
-        book.save(path)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+        write_atomic_with(path, book.save)
+    except OutputError as exc:
+        raise UsageError(f"{path}: cannot write ({exc})") from exc
 
 
 def read_sheet(

@@ -5,12 +5,12 @@ Also parses one JSON line with its numbers bounded, for the readers of JSONL fil
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from tagger import jsondata
 from tagger.errors import InputError
 
 _BINARY = "binary file, not text: give a .txt, .jsonl or .csv file"
@@ -19,8 +19,7 @@ _BOM = b"\xef\xbb\xbf"
 # In a file whose lines end in CR alone (old Mac files), a line ends at a CR, CRLF or LF.
 _CR_LINE_RE = re.compile(rb"[^\r\n]*(?:\r\n?|\n)")
 _BLOCK_BYTES = 1 << 16
-# Longer integers are no id or year; Python refuses to parse those over 4,300 digits anyway.
-MAX_NUMBER_DIGITS = 100
+MAX_NUMBER_DIGITS = jsondata.MAX_NUMBER_DIGITS
 
 
 def os_reason(exc: OSError) -> str:
@@ -93,18 +92,6 @@ def _cr_lines(handle: IO[bytes]) -> Iterator[bytes]:
         yield unfinished[0]  # the last line, without an ending
 
 
-def _bounded_int(digits: str) -> int:
-    if len(digits) > MAX_NUMBER_DIGITS:
-        raise ValueError(
-            f"a number with {len(digits):,} digits (at most {MAX_NUMBER_DIGITS}): "
-            "write it as a string"
-        )
-    return int(digits)
-
-
-_DECODER = json.JSONDecoder(parse_int=_bounded_int)  # json.loads with options builds one per call
-
-
 def parse_json(text: str) -> Any:
-    """json.loads, refusing integers too long to be data (ValueError says which)."""
-    return _DECODER.decode(text)
+    """json.loads, refusing integers too long to be data and nesting too deep (ValueError)."""
+    return jsondata.parse_json(text)

@@ -13,6 +13,7 @@ from typing import Any
 import diskcache
 
 from tagger.errors import CacheError, CacheWriteError
+from tagger.jsondata import parse_server_json
 from tagger.pipeline.outcome import Outcome
 from tagger.sending.confidence import AreaConfidence
 from tagger.usage import Usage
@@ -94,6 +95,7 @@ def outcome_entry(outcome: Outcome) -> dict[str, Any]:
         "mode": outcome.mode,
         **confidence,  # rows from the cache keep it (entries from before it have none)
         **({"batch_id": outcome.batch_id} if outcome.batch_id is not None else {}),
+        **({"served_model": outcome.served_model} if outcome.served_model else {}),
     }
 
 
@@ -108,6 +110,7 @@ def entry_outcome(entry: dict[str, Any] | None) -> Outcome | None:
         mode=mode if isinstance(mode, str) else None,
         confidence=AreaConfidence.from_fields(entry),
         batch_id=batch_id if isinstance(batch_id := entry.get("batch_id"), str) else None,
+        served_model=served[:200] if isinstance(served := entry.get("served_model"), str) else None,
     )
 
 
@@ -169,8 +172,8 @@ class AnswerCache:
         if not isinstance(raw, str):
             return None
         try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
+            value = parse_server_json(raw)  # a planted entry: bounded, junk numbers as null
+        except ValueError:
             return None
         return value if isinstance(value, dict) else None
 

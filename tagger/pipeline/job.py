@@ -20,7 +20,7 @@ from tagger.pipeline.cache import AnswerCache
 from tagger.pipeline.item import ItemTagger, ModeProbe
 from tagger.pipeline.live import LiveRunner
 from tagger.pipeline.progress import ProgressSink
-from tagger.pipeline.request import render_messages
+from tagger.pipeline.request import render_messages, request_rules
 from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable, count_text_tokens, estimate_tokens
 from tagger.prompting.plan import RunPlan
@@ -41,14 +41,21 @@ class DryRunReport:
     first_messages: list[dict[str, str]]
     usage: Usage  # estimated
     cost: float | None
+    model: str = ""
+    price_row: str | None = None  # the prices row the cost came from (None: not priced)
+    price_note: str = ""  # that row's date and source, or the closest priced names
+    service_tier: str = "default"
+    request_rules: str = ""  # how the prompt's [params] go to this model
 
 
 def require_key(config: RunConfig) -> None:
     """Fail before reading inputs without a key for the official API, or with an unusable one."""
-    if config.client.api_key is None and config.client.base_url is None:
-        raise ConfigError("No API key: set OPENAI_API_KEY in .env or pass --api-key")
-    if (problem := config.client.api_key_problem()) is not None:
-        raise ConfigError(f"the API key {problem}: fix OPENAI_API_KEY in .env or --api-key")
+    from tagger.apikey import key_refusal
+
+    key = config.client.api_key
+    secret = None if key is None else key.get_secret_value()
+    if (refusal := key_refusal(secret, config.client.base_url)) is not None:
+        raise ConfigError(refusal)
 
 
 def open_cache(config: RunConfig) -> AnswerCache | None:
@@ -67,6 +74,8 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
     cached = 0
     usage = NO_USAGE
     mode = config.mode or ModeProbe(None).mode
+    rules = request_rules(config.client, plan.prompt.params)
+    reasoning = rules.expected_reasoning_tokens
     for abstract in scan.abstracts():
         key = plan.item_key(abstract)  # de-duplicated as the runner and the cache do
         if key in seen:
@@ -79,19 +88,33 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
             plan.prompt, plan.taxonomy, plan.schema, abstract.text, abstract.title, mode
         )
         first = first or messages
-        total = estimate_tokens(messages, plan.prompt.params)
+        total = estimate_tokens(messages, plan.prompt.params, reasoning)
         asked = sum(count_text_tokens(m["content"]) for m in messages)
-        usage += Usage(prompt_tokens=asked, completion_tokens=total - asked)
+        usage += Usage(
+            prompt_tokens=asked, completion_tokens=total - asked, reasoning_tokens=reasoning
+        )
     if cache is not None:
         cache.close()
+    model = config.client.model
+    tier = config.client.service_tier or "default"
     return DryRunReport(
         items=scan.count,
         unique=scan.unique,
         cached=cached,
         first_messages=first,
         usage=usage,
-        cost=prices.cost(config.client.model, usage),
+        cost=prices.cost(model, usage, flex=tier == "flex"),
+        model=model,
+        price_row=prices.entry(model),
+        price_note=price_note(prices, model),
+        service_tier=tier,
+        request_rules=rules.describe(),
     )
+
+
+def price_note(prices: PriceTable, model: str) -> str:
+    """Where a model's price comes from, or which priced names are closest to it."""
+    return prices.note(model)
 
 
 # Called with the runner once it exists, before anything is sent; returns its undo. The CLI
@@ -155,7 +178,7 @@ async def tag_into(
     guard = _guard(config, prices)
     cache = open_cache(config)
     gate = SendGate(config.client.rpm, config.client.tpm, config.concurrency, guard)
-    client = LLMClient(config.client, gate)
+    client = LLMClient(config.client, gate, request_rules(config.client, plan.prompt.params))
     watch_for_slow_answers(client, config, scan.unique)
     tagger = ItemTagger.for_plan(plan, client, ModeProbe(config.mode))
     runner = LiveRunner(plan, tagger, client, cache, writer, progress, prices)
@@ -177,11 +200,15 @@ def _guard(config: RunConfig, prices: PriceTable) -> SpendGuard | None:
     if config.max_requests is None and config.max_cost is None:
         return None
     model = config.client.model
-    if config.max_cost is not None and prices.price(model) is None:
+    flex = config.client.service_tier == "flex"
+    priced = prices.flex_price(model) if flex else prices.price(model)
+    if config.max_cost is not None and priced is None:
         raise ConfigError(
             f"--max-cost needs a price for model '{model}': add it to a --prices file"
         )
-    return SpendGuard(config.max_requests, config.max_cost, lambda used: prices.cost(model, used))
+    return SpendGuard(
+        config.max_requests, config.max_cost, lambda used: prices.cost(model, used, flex=flex)
+    )
 
 
 def build_manifest(
@@ -209,6 +236,8 @@ def build_manifest(
         "synonyms_version": plan.synonyms.version,
         "schema_version": plan.key_base["schema"],
         "params": plan.prompt.params,
+        "reasoning_effort": config.client.reasoning_effort,  # --reasoning-effort (None: not given)
+        "service_tier": config.client.service_tier,
         "concurrency": config.concurrency,
         "rpm": config.client.rpm,
         "tpm": config.client.tpm,
@@ -231,7 +260,9 @@ def _stats_fields(stats: RunStats) -> dict[str, Any]:
 
 def summarise(stats: RunStats) -> Sequence[tuple[str, str]]:
     """Label/value pairs for the end-of-run table."""
-    cost = "n/a (unknown model price)" if stats.cost is None else f"${stats.cost:.4f}"
+    cost = f"${stats.cost:.4f}" if stats.cost is not None else "n/a (unknown model price)"
+    if stats.cost is None and stats.price_note:
+        cost = f"n/a: {stats.price_note}"
     rows = [
         ("items", str(stats.items)),
         ("ok", str(stats.ok)),
@@ -241,15 +272,26 @@ def summarise(stats: RunStats) -> Sequence[tuple[str, str]]:
         ("requests", str(stats.requests)),
         ("retries", str(stats.retries)),
         ("repairs", str(stats.repairs)),
-        (
-            "tokens",
-            f"{stats.usage.prompt_tokens} in ({stats.usage.cached_input_tokens} cached) / "
-            f"{stats.usage.completion_tokens} out",
-        ),
+        ("tokens", describe_tokens(stats.usage)),
         ("estimated cost", cost),
         ("mode", stats.mode or "-"),
         ("time", f"{stats.duration:.1f} s"),
     ]
+    if stats.service_tiers:
+        rows.append(("service tier", ", ".join(stats.service_tiers)))
+    if stats.served_models:
+        rows.append(("answered by", ", ".join(stats.served_models[:3])))
     if stats.stop_reason:
         rows.append(("stopped", stats.stop_reason))
     return rows
+
+
+def describe_tokens(usage: Usage) -> str:
+    """'N in (C cached) / M out (of which R reasoning)'."""
+    text = (
+        f"{usage.prompt_tokens} in ({usage.cached_input_tokens} cached) / "
+        f"{usage.completion_tokens} out"
+    )
+    if usage.reasoning_tokens:
+        text += f" (of which {usage.reasoning_tokens} reasoning)"
+    return text

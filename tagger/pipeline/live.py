@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
@@ -41,6 +41,9 @@ class AbstractTagger(Protocol):
     def snapshot(self) -> ProbeSnapshot:
         """The mode settled on and the fallbacks taken, for the run's stats."""
         ...
+
+
+MAX_ERROR_REASONS = 1000  # distinct failure reasons tallied for the summary's top three
 
 
 @dataclass
@@ -81,6 +84,7 @@ class LiveRunner:
         self._inflight: dict[str, asyncio.Future[Outcome]] = {}
         self._refreshed: set[str] = set()
         self._run_fields = plan.run_fields()
+        self._errors: Counter[str] = Counter()  # failed rows' reasons, for the top three
 
     def request_stop(self, reason: str, *, interrupted: bool = False, limit: bool = False) -> None:
         """Stop sending new requests; the rest of the rows are written as not run."""
@@ -200,8 +204,12 @@ class LiveRunner:
     def _on_answer(self, task: asyncio.Future[Outcome]) -> None:
         self.progress.answered(self._result_of(task).status)
 
-    def _cost(self) -> float | None:
-        return self.prices.cost(self.config.client.model, self.stats.usage)
+    def _cost(self, served: tuple[str, ...]) -> float | None:
+        # Priced by the model the server says answered, when it names one (a local server that
+        # ignores --model is no OpenAI model, and costs n/a), else by the one asked for.
+        model = served[0] if len(served) == 1 else self.config.client.model
+        flex = self.config.client.service_tier == "flex"
+        return self.prices.cost(model, self.stats.usage, flex=flex)
 
     def _write(self, item: _Pending) -> None:
         outcome = self._result(item)
@@ -218,6 +226,7 @@ class LiveRunner:
             usage=NO_USAGE if item.shared else outcome.usage,
             confidence=outcome.confidence,
             batch_id=outcome.batch_id,
+            served_model=outcome.served_model,
         )
         self.writer.write(row)
         stats = self.stats
@@ -225,6 +234,11 @@ class LiveRunner:
         status = outcome.status
         stats.ok += status is Status.OK
         stats.failed += status is Status.FAILED
+        if status is Status.FAILED and outcome.error:
+            reason = " ".join(outcome.error.split())[:200]
+            if reason not in self._errors and len(self._errors) >= MAX_ERROR_REASONS:
+                reason = "other reasons"  # a bounded tally, however varied the failures
+            self._errors[reason] += 1
         stats.not_run += status is Status.NOT_RUN
         stats.cached += item.cached
         self.progress.written(row)
@@ -257,7 +271,21 @@ class LiveRunner:
         sent, mode = self.client.snapshot(), self.tagger.snapshot()
         stats.requests = sent.requests
         stats.retries = sent.retries
-        stats.cost = self._cost()
+        stats.cost = self._cost(sent.served_models)
+        if stats.cost is None:
+            served = sent.served_models
+            stats.price_note = self.prices.note(
+                served[0] if len(served) == 1 else self.config.client.model
+            )
+        stats.request_rules = sent.rules
+        stats.adaptations = list(sent.adaptations)
+        stats.served_models = list(sent.served_models)
+        stats.service_tiers = list(sent.service_tiers)
+        if self.config.client.logprobs and not sent.logprobs:
+            stats.confidence_note = "no task_area_confidence: the model returns no logprobs"
+        stats.top_errors = [
+            {"reason": reason, "count": count} for reason, count in self._errors.most_common(3)
+        ]
         stats.mode = mode.mode
         stats.mode_fallbacks = list(mode.fallbacks)
         stats.stop_reason = self.stop_reason

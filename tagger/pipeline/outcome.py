@@ -33,6 +33,7 @@ class Outcome:
     stopped: bool = False  # left unanswered by a stop of the run
     confidence: AreaConfidence | None = None  # from the answer's token log-probabilities
     batch_id: str | None = None  # the Batch API batch that answered it (tagger run --batch)
+    served_model: str | None = None  # the model the server says answered (the reply's `model`)
     prepaid: bool = False  # its tokens were counted when they were spent (by a batch round)
 
     @property

@@ -26,6 +26,7 @@ from tagger.pipeline.validate import check_answer, cut_off_problem, repair_messa
 from tagger.sending.confidence import AreaConfidence, area_confidence
 from tagger.sending.reply import Reply
 from tagger.usage import NO_USAGE, Usage
+from tagger.wording import plural
 
 if TYPE_CHECKING:
     from tagger.prompting.plan import RunPlan
@@ -167,16 +168,18 @@ class ItemPolicy:
         """What a reply means (the request is already counted in state.attempts)."""
         state = replace(state, usage=state.usage + reply.usage)
         if reply.finish_reason == "length":
-            return self._cut_off(state)
+            # A reasoning model that thought until the limit leaves no answer at all.
+            thought = reply.usage.reasoning_tokens if not reply.content.strip() else 0
+            return self._cut_off(state, thought)
         try:
-            answer = check_answer(reply.content, self.answer_model)
+            answer = check_answer(reply.content, self.answer_model, problem=reply.problem)
         except InvalidAnswer as exc:
             problems = str(exc)
             if state.repairs < self.repair_turns and self.can_send(state):
                 turns = (*state.turns, (reply.content, problems))
                 repaired = replace(state, repairs=state.repairs + 1, turns=turns)
                 return Decision(Action.REPAIR, repaired, reason=problems)
-            reason = f"invalid answer after {state.repairs} repair turn(s): {problems}"
+            reason = f"invalid answer after {plural(state.repairs, 'repair turn')}: {problems}"
             return Decision(Action.FAIL, state, reason=reason)
         confidence = area_confidence(reply.logprobs, self.area_ids, answer.get("task_area"))
         return Decision(Action.OK, state, answer=answer, confidence=confidence)
@@ -190,19 +193,23 @@ class ItemPolicy:
             return Decision(Action.FAIL, state, reason=reason)
         return Decision(Action.RETRY, state, reason=failure.reason)
 
-    def _cut_off(self, state: ItemState) -> Decision:
-        """The server stopped the answer at max_tokens: ask again with twice the budget, once."""
+    def _cut_off(self, state: ItemState, thought: int = 0) -> Decision:
+        """The server stopped the answer at max_tokens: ask again with twice the budget, once.
+
+        thought: reasoning tokens of an empty reply (reasoning used up the budget).
+        """
         asked = self.params.get("max_tokens")
         if state.cutoffs < self.cutoff_retries and self.can_send(state) and _is_count(asked):
             bigger = replace(state, cutoffs=state.cutoffs + 1)
             limit = self.params_for(bigger)["max_tokens"]
+            why = f" (reasoning used {thought} tokens, no answer)" if thought else ""
             return Decision(
                 Action.ASK_AGAIN,
                 bigger,
-                reason=f"cut off at max_tokens={asked}: asking again with {limit}",
+                reason=f"cut off at max_tokens={asked}{why}: asking again with {limit}",
             )
         # The prompt's own value: that is the number the user can change.
-        reason = cut_off_problem(asked, asked_again=state.cutoffs > 0)
+        reason = cut_off_problem(asked, asked_again=state.cutoffs > 0, reasoning=thought)
         return Decision(Action.FAIL, state, reason=reason)
 
 

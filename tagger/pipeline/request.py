@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tagger.config import Mode
+from tagger.config import ClientConfig, Mode
 from tagger.prompting.formats import instructions_for, response_format
 from tagger.prompting.prompts import Prompt
 from tagger.prompting.taxonomy import Taxonomy
+from tagger.sending.params import LOGPROBS_PARAMS, RequestRules
 
-__all__ = ["LOGPROBS_PARAMS", "build_request", "render_messages"]
-# Five alternatives per token are enough to see the runner-up area where the spelling leaves the
-# chosen one. Not in the cache key: asking for them does not change the answer.
-LOGPROBS_PARAMS: dict[str, Any] = {"logprobs": True, "top_logprobs": 5}
+__all__ = ["LOGPROBS_PARAMS", "build_request", "render_messages", "request_rules"]
+
+
+def request_rules(
+    client: ClientConfig, prompt_params: Mapping[str, Any], learned: Sequence[str] = ()
+) -> RequestRules:
+    """The parameters a run sends: the model family's, the options', what a job learned."""
+    return RequestRules.for_model(
+        client.model,
+        logprobs=client.logprobs,
+        prompt_params=prompt_params,
+        reasoning_effort=client.reasoning_effort,
+        service_tier=client.service_tier,
+        learned=learned,
+    )
 
 
 def render_messages(
@@ -38,14 +51,20 @@ def build_request(
     params: dict[str, Any],
     *,
     logprobs: bool = False,
+    rules: RequestRules | None = None,
 ) -> dict[str, Any]:
     """The chat-completions body: the one the live client sends and a batch line carries.
 
-    logprobs: ask for the tokens' log-probabilities too (LOGPROBS_PARAMS; the prompt's own
+    rules: how this server takes the prompt's [params] (tagger.sending.params: the model
+    family's parameter names, what its 400s taught). Without them the params go as they are,
+    plus, with logprobs, the tokens' log-probabilities (LOGPROBS_PARAMS; the prompt's own
     [params] win), from which tagger.sending.confidence reads the task area's confidence.
     """
-    asked = LOGPROBS_PARAMS if logprobs else {}
-    body: dict[str, Any] = {"model": model, "messages": messages, **asked, **params}
+    if rules is not None:
+        sent = rules.body_params(params)
+    else:
+        sent = {**(LOGPROBS_PARAMS if logprobs else {}), **params}
+    body: dict[str, Any] = {"model": model, "messages": messages, **sent}
     fmt = response_format(mode, schema)
     if fmt is not None:
         body["response_format"] = fmt

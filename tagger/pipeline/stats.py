@@ -32,3 +32,10 @@ class RunStats:
     rate_limit_pause: float = 0.0
     learned_limits: list[str] = field(default_factory=list)
     kept_output: str | None = None  # where this run's rows are when the old output was kept
+    request_rules: str | None = None  # how the prompt's [params] went to this model, and why
+    adaptations: list[str] = field(default_factory=list)  # what the server's 400s taught
+    served_models: list[str] = field(default_factory=list)  # who the replies say answered
+    service_tiers: list[str] = field(default_factory=list)  # the tiers the replies name
+    confidence_note: str | None = None  # why rows have no task_area_confidence, if they have none
+    top_errors: list[dict[str, object]] = field(default_factory=list)  # commonest failures
+    price_note: str | None = None  # why the cost is n/a, and the closest priced names

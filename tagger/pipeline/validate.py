@@ -19,8 +19,15 @@ REPAIR_REQUEST = (
 ECHOED_REPLY_CHARS = 4000
 
 
-def check_answer(content: str, answer_model: type[BaseModel]) -> dict[str, Any]:
-    """The validated answer as JSON data; InvalidAnswer with the problems for the user if not."""
+def check_answer(
+    content: str, answer_model: type[BaseModel], *, problem: str | None = None
+) -> dict[str, Any]:
+    """The validated answer as JSON data; InvalidAnswer with the problems for the user if not.
+
+    `problem` is why the reply could not be read at all (Reply.problem): the answer's problem.
+    """
+    if problem is not None:
+        raise InvalidAnswer(problem)
     try:
         answer = answer_model.model_validate(extract_json(content))
     except ValidationError as exc:
@@ -39,9 +46,19 @@ def repair_messages(
     ]
 
 
-def cut_off_problem(max_tokens: object, *, asked_again: bool) -> str:
-    """The failure for an answer the server cut off (finish_reason=length) at max_tokens."""
+def cut_off_problem(max_tokens: object, *, asked_again: bool, reasoning: int = 0) -> str:
+    """The failure for an answer the server cut off (finish_reason=length) at max_tokens.
+
+    reasoning: the reasoning tokens of a reply that came back empty: the model thought until
+    the limit and never answered.
+    """
     retried = ", also when asked again with twice that" if asked_again else ""
+    if reasoning:
+        return (
+            f"no answer: reasoning used up the token budget ({reasoning} reasoning tokens, "
+            f"max_tokens={max_tokens}, finish_reason=length{retried}): lower --reasoning-effort "
+            "or raise max_tokens in the prompt's [params]"
+        )
     return (
         f"answer cut off at max_tokens={max_tokens} (finish_reason=length{retried}): "
         "raise max_tokens in the prompt's [params]"

@@ -104,5 +104,5 @@ def _loads(text: str) -> Any:
         # strict=False: small local models under a llama.cpp grammar put raw newlines inside
         # strings (measured: Gemma 3 270M); the summary is collapsed to one line anyway.
         return json.loads(text, strict=False)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # nested too deep: not an answer either
         return None

@@ -69,4 +69,7 @@ def _key_base(
         "taxonomy": [taxonomy.version, taxonomy.hash],
         "synonyms": [syn.version, syn.hash],
         "params": prompt.params,
+        # --reasoning-effort changes answers as the prompt's own would; absent, keys stay as
+        # they were before the option existed.
+        **({"reasoning_effort": effort} if (effort := config.client.reasoning_effort) else {}),
     }

@@ -26,8 +26,11 @@ _MAX_EXTRA_CHARS = 1_000_000  # a record's extra fields, as JSON: more is not an
 # one holds only nulls). Floats are the confidences; ints the positions, year and token counts.
 _FLOAT_FIELDS = frozenset(("task_area_confidence", "task_area_runner_up_confidence"))
 _INT_FIELDS = frozenset(
-    ("index", "line", "year", "prompt_tokens", "completion_tokens", "cached_input_tokens")
-)
+    (
+        "index", "line", "year", "prompt_tokens", "completion_tokens", "cached_input_tokens",
+        "reasoning_tokens",
+    )
+)  # fmt: skip
 
 
 def output_schema() -> Any:

@@ -21,6 +21,7 @@ from tagger.pipeline.commits import GroupCommit
 from tagger.pipeline.item import ItemTagger, ModeProbe
 from tagger.pipeline.outcome import Outcome, Status
 from tagger.pipeline.progress import stop_advice
+from tagger.pipeline.request import request_rules
 from tagger.prompting.plan import RunPlan
 from tagger.prompting.prompts import Prompt
 from tagger.prompting.schema import answer_json_schema, build_answer_model
@@ -95,7 +96,8 @@ class RecordTagger:
             client_config = client_config.model_copy(update={"base_url": base_url})
         self.plan = plan
         self.gate = ClusterGate(link, config.concurrency)
-        self.client = LLMClient(client_config, self.gate)
+        rules = request_rules(client_config, plan.prompt.params)  # the model family's params
+        self.client = LLMClient(client_config, self.gate, rules)
         self.tagger = ItemTagger.for_plan(plan, self.client, ModeProbe(config.mode))
         self.cache = AnswerCache(config.cache_dir) if config.use_cache else None
         self.commits = GroupCommit(self.cache, self._cache_failed) if self.cache else None

@@ -21,6 +21,11 @@ from tagger.review.stats import (
 from tagger.review.where import confidence
 
 CENSUS_NOTE = "every row was reviewed (a census): the figures are exact, with no sampling error"
+# Why a run has no confidence bands: tagger asks for logprobs unless told not to.
+NO_CONFIDENCE_NOTE = (
+    "no accuracy by confidence: the run's rows have no task_area_confidence (its model returns "
+    "no logprobs, as OpenAI's reasoning models do, or it ran with --no-logprobs)"
+)
 
 
 def scored(
@@ -138,6 +143,8 @@ def error_bars(
     ]
     if not run_confidences or not any(i.confidence is not None for i in items):
         report["confidence"] = None
+        if not run_confidences:
+            report["notes"].append(NO_CONFIDENCE_NOTE)
         return
     weights = population_weights(items) if population or whole_run else None
     report["confidence"] = {

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tagger.files.sheetlayout import tidy
+from tagger.files.sheets import save_book
 from tagger.review.charts import add_series, bar_chart, heatmap, put
 from tagger.review.stats import FEW_ROWS
 
@@ -222,9 +223,9 @@ def write_eval_book(path: Path, report: dict[str, Any]) -> None:
         add_confidence_sheet(book, report["confidence"])
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        book.save(path)
     except OSError as exc:
         raise UsageError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+    save_book(book, path)
 
 
 def add_verdict_sheet(book: Any, report: dict[str, Any]) -> None:
@@ -306,4 +307,6 @@ def add_design_sheet(book: Any, design: dict[str, Any]) -> None:
         put(sheet, r, 2, stratum["population"])
         put(sheet, r, 3, stratum["sample"])
         put(sheet, r, 4, stratum["sample"] / stratum["population"])
-    tidy(sheet, (1, start), widest=60)
+        sheet.cell(row=r, column=4).number_format = "0.000"
+    # Two tables, narrow: portrait, and no one header to repeat.
+    tidy(sheet, (1, start), widest=60, repeat_header=False, landscape=False)

@@ -21,7 +21,10 @@ def wilson(successes: float, n: float, z: float = Z95) -> Interval | None:
     p = min(max(successes / n, 0.0), 1.0)
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # At p = 0 or 1 the bound is exactly 0 or 1: rounding must not leave 0.9999999999999999.
+    low = 0.0 if p == 0 else max(0.0, centre - half)
+    high = 1.0 if p == 1 else min(1.0, centre + half)
+    return low, high
 
 
 def percentile(values: Sequence[float], share: float) -> float:

@@ -18,13 +18,14 @@ from tagger.errors import (
     NotAnOpenAIAnswer,
     RequestFailed,
     RequestTimedOut,
+    SendingStopped,
 )
 from tagger.pipeline.request import build_request
 from tagger.redact import public_url, redact
 from tagger.sending.gate import GateSnapshot, SendGate
-from tagger.sending.logprobs import refuses_logprobs
-from tagger.sending.models import offered_models_hint
-from tagger.sending.reply import Reply, reply_from_json
+from tagger.sending.models import check_model_offered, offered_models_hint
+from tagger.sending.params import RequestRules, refusal_of
+from tagger.sending.reply import Reply, reply_from_text
 from tagger.sending.sdk import check_transport, open_sdk
 from tagger.sending.server_faults import (
     ServerHealth,
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AttemptBudget", "FormatRejected", "LLMClient", "Reply", "RequestFailed"]
 log = logging.getLogger(__name__)
+MAX_NAMES_KEPT = 20  # distinct served models / service tiers recorded per run
 
 
 class AttemptBudget:
@@ -68,12 +70,19 @@ class ClientSnapshot:
     requests: int
     retries: int
     gate: GateSnapshot
+    rules: str = ""  # what the request rules send differently, and why (the manifest)
+    adaptations: tuple[str, ...] = ()  # what the server's 400s taught this run
+    served_models: tuple[str, ...] = ()  # the replies' `model`
+    service_tiers: tuple[str, ...] = ()  # the replies' `service_tier`
+    logprobs: bool = True  # still asked for (the family takes them, the server did not refuse)
 
 
 class LLMClient:
     """An AsyncOpenAI client with tagger's retry policy and error handling."""
 
-    def __init__(self, config: ClientConfig, gate: SendGate) -> None:
+    def __init__(
+        self, config: ClientConfig, gate: SendGate, rules: RequestRules | None = None
+    ) -> None:
         self.config = config
         self.gate = gate
         self.requests = 0
@@ -87,7 +96,18 @@ class LLMClient:
         # Seconds from send to the last byte of each chat completion (the slow-server notice).
         self.on_answer: Callable[[float], None] | None = None
         self.resend_timeouts = True  # False once a local server proved slow (tagger.sending.local)
-        self.logprobs = config.logprobs  # asked for until the server refuses them
+        # The parameters this server takes: the model family's, then what its 400s taught.
+        self.rules = rules or RequestRules.for_model(
+            config.model,
+            logprobs=config.logprobs,
+            prompt_params={},
+            reasoning_effort=config.reasoning_effort,
+            service_tier=config.service_tier,
+        )
+        self.served_models: set[str] = set()  # the replies' `model`: who really answered
+        self._model_check: asyncio.Future[None] | None = None  # GET /models, before any chat
+        self._model_refused = False  # the check failed and one abstract said so
+        self.service_tiers: set[str] = set()  # the replies' `service_tier`
 
     def _client(self) -> openai.AsyncOpenAI:
         """The SDK client, built on the first request."""
@@ -103,7 +123,16 @@ class LLMClient:
 
     def snapshot(self) -> ClientSnapshot:
         """Requests and retries so far, and the send gate's state."""
-        return ClientSnapshot(self.requests, self.retries, self.gate.snapshot())
+        return ClientSnapshot(
+            self.requests,
+            self.retries,
+            self.gate.snapshot(),
+            rules=self.rules.describe(),
+            adaptations=tuple(self.rules.learned),
+            served_models=tuple(sorted(self.served_models)),
+            service_tiers=tuple(sorted(self.service_tiers)),
+            logprobs=self.rules.logprobs,
+        )
 
     async def aclose(self) -> None:
         """Close the HTTP connections."""
@@ -127,6 +156,8 @@ class LLMClient:
         (any answer but a 5xx or a rejection of `mode`), or that timed out.
         """
 
+        await self._check_model()
+
         def worth_retrying(exc: BaseException) -> bool:
             if is_format_rejection(exc, mode):
                 return False  # llama.cpp says "unsupported format" with a 500: fall back instead
@@ -135,10 +166,7 @@ class LLMClient:
             return is_transient(exc)
 
         # Built once, by the function the Batch API lines use: live and batch bodies are the same.
-        asked_logprobs = self.logprobs
-        body = build_request(
-            self.config.model, messages, mode, schema, params, logprobs=asked_logprobs
-        )
+        body = build_request(self.config.model, messages, mode, schema, params, rules=self.rules)
         retrying = AsyncRetrying(
             retry=retry_if_exception(worth_retrying),
             stop=lambda _state: budget.remaining <= 0,
@@ -163,33 +191,58 @@ class LLMClient:
             self.gate.stop(str(exc))  # not one more request, from any abstract
             raise
         except Exception as exc:
-            if asked_logprobs and refuses_logprobs(exc):
-                self._drop_logprobs(exc)
-                if budget.remaining > 0:  # the same request without them
-                    return await self.chat(
-                        messages,
-                        mode=mode,
-                        schema=schema,
-                        params=params,
-                        budget=budget,
-                        estimated_tokens=estimated_tokens,
-                        on_reply=on_reply,
-                    )
+            if self._adapted(exc, body, mode, schema, params) and budget.remaining > 0:
+                # The same request as this server takes it (at most once more per parameter).
+                return await self.chat(
+                    messages,
+                    mode=mode,
+                    schema=schema,
+                    params=params,
+                    budget=budget,
+                    estimated_tokens=estimated_tokens,
+                    on_reply=on_reply,
+                )
             raise self._final(exc, mode) from None
         raise AssertionError("unreachable: tenacity either returns or raises")
 
-    def _drop_logprobs(self, exc: BaseException) -> None:
-        """Ask for no more log-probabilities in this run: the server refused them."""
-        if self.logprobs:
-            self.logprobs = False
-            import openai
-
-            why = server_message(exc) if isinstance(exc, openai.APIStatusError) else str(exc)
-            log.info(
-                "the server refused logprobs; asking without them from now on (rows get no "
-                "task_area_confidence): %s",
-                redact(why, self._secret),
+    async def _check_model(self) -> None:
+        """Once per run, before the first request: is --model among the models listed?"""
+        if self._model_check is None:
+            # In a thread: the SDK's model list is synchronous; every abstract waits for it.
+            self._model_check = asyncio.ensure_future(
+                asyncio.to_thread(check_model_offered, self.config)
             )
+        try:
+            await asyncio.shield(self._model_check)
+        except FatalAPIError as exc:
+            if self._model_refused:  # told once; the other abstracts are not run
+                raise SendingStopped(str(exc)) from None
+            self._model_refused = True
+            self.gate.stop(str(exc))
+            raise
+
+    def _adapted(
+        self,
+        exc: BaseException,
+        body: dict[str, Any],
+        mode: Mode,
+        schema: dict[str, Any],
+        params: dict[str, Any],
+    ) -> bool:
+        """A 400 refusing a parameter: adapt the rules; True if the body is now different."""
+        import openai
+
+        if not isinstance(exc, openai.APIStatusError) or is_format_rejection(exc, mode):
+            return False
+        message = redact(server_message(exc), self._secret)
+        refusal = refusal_of(exc.status_code, exc.body, message, body)
+        if refusal is None:
+            return False
+        self.rules.learn(refusal)
+        # Another abstract may have adapted since this body was built: then send the new one.
+        rebuilt = build_request(self.config.model, body["messages"], mode, schema, params,
+                                rules=self.rules)  # fmt: skip
+        return rebuilt != body
 
     def _log_retry(self, state: RetryCallState) -> None:
         self.retries += 1
@@ -202,7 +255,7 @@ class LLMClient:
         """Send one chat-completions body (from build_request) once."""
         import openai
 
-        async with self.gate.slot(estimated_tokens):
+        async with self.gate.slot(estimated_tokens) as released:
             self.requests += 1
             usage = NO_USAGE
             try:
@@ -214,7 +267,7 @@ class LLMClient:
                 async with asyncio.timeout(self.config.timeout):
                     raw = await create(**body)
                 self.health.responded(raw.http_response.status_code)
-                self.gate.observe(raw.headers)
+                self.gate.observe(raw.headers, answered_sent_at=released)
                 reply = self._read(raw)
                 usage = reply.usage
                 if self.on_answer is not None:
@@ -236,7 +289,9 @@ class LLMClient:
     def _read(self, raw: Any) -> Reply:
         """The reply; fatal if it is no chat completion."""
         try:
-            reply = reply_from_json(raw.parse(to=dict))
+            # Read by tagger's bounded reader, not the SDK's json: junk numbers and nesting
+            # become a row's problem, never an exception; the key is hidden wherever echoed.
+            reply = reply_from_text(redact(raw.http_response.text, self._secret))
         except (ValueError, TypeError, AttributeError, IndexError):
             content_type = raw.headers.get("content-type", "no content type").split(";")[0]
             what = "an HTML page" if "html" in content_type else f"a {content_type} body"
@@ -245,6 +300,12 @@ class LLMClient:
             message = f"the server answered with {what}, not a chat completion"
             raise NotAnOpenAIAnswer(message) from None
         self._completions += 1
+        self.health.completed()
+        # A server's words: a few distinct names are kept, not one per reply of a hostile server.
+        if reply.model and len(self.served_models) < MAX_NAMES_KEPT:
+            self.served_models.add(reply.model)
+        if reply.service_tier and len(self.service_tiers) < MAX_NAMES_KEPT:
+            self.service_tiers.add(reply.service_tier[:40])
         return reply
 
     def _final(self, exc: Exception, mode: Mode) -> Exception:
@@ -261,6 +322,9 @@ class LLMClient:
         return RequestFailed(reason)
 
     def _item_failed(self, reason: str) -> Exception:
+        if self.config.service_tier == "flex" and reason.startswith("HTTP 429"):
+            # Flex capacity comes and goes: the flex guide's advice, not "is the server down".
+            reason += "; flex capacity is short: rerun later, or drop --service-tier flex"
         fatal = self.health.item_failed(reason)
         if fatal is not None:
             self.gate.stop(str(fatal))
@@ -292,4 +356,10 @@ class LLMClient:
         if is_format_rejection(exc, mode):
             return FormatRejected(message)
         reason = f"HTTP {exc.status_code}: {message}"
-        return self._item_failed(reason) if is_transient(exc) else RequestFailed(reason)
+        if is_transient(exc):
+            return self._item_failed(reason)
+        refused = self.health.refused(exc.status_code, message)
+        if refused is not None:
+            self.gate.stop(str(refused))
+            return refused
+        return RequestFailed(reason)

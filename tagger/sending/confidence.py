@@ -35,6 +35,13 @@ _DIGITS = 4  # more would be noise: servers round logprobs, and nobody reviews b
 _VALUE_START = re.compile(r'"task_area"\s*:\s*"')
 _ENCODING = ("utf-8", "surrogateescape")  # a token may end inside a multi-byte character
 _DECODER = json.JSONDecoder(strict=False)  # raw newlines in strings, as tagger.answers allows
+# Logprobs come with no size limit and are data: beyond these bounds there is no confidence,
+# and the work stays linear in what is read. An answer is under 2 KB (tagger.prompting.answers
+# refuses replies over 100,000 characters), a token a few bytes, an area name short.
+MAX_TOKENS = 100_000
+MAX_TOKEN_BYTES = 256
+MAX_VALUE_BYTES = 1024
+MAX_ALTERNATIVES = 20  # the API's top_logprobs maximum
 
 
 class AreaConfidence(NamedTuple):
@@ -88,6 +95,8 @@ def area_confidence(
     if span is None:
         return None
     start, quote = span  # the value's first byte and its closing quote
+    if quote - start > MAX_VALUE_BYTES:  # no area is spelled that long
+        return None
     value = full[start:quote]
     ends = list(itertools.accumulate(map(len, tokens)))
     first = next(i for i, end in enumerate(ends) if end > start)
@@ -158,12 +167,12 @@ def _byte_offset(text: str, index: int) -> int:
 
 def _token_bytes_of(content: list[Any]) -> list[bytes] | None:
     """The bytes of each token of a logprobs.content list (JSON), None if it is not one."""
-    if not content:
+    if not content or len(content) > MAX_TOKENS:
         return None
     tokens = []
     for item in content:
         data = _token_bytes(item) if isinstance(item, dict) else None
-        if data is None:
+        if data is None or len(data) > MAX_TOKEN_BYTES:
             return None
         tokens.append(data)
     return tokens
@@ -173,7 +182,7 @@ def _alternatives(tops: object) -> list[tuple[bytes, float]]:
     """The readable (bytes, logprob) alternatives of a top_logprobs list; junk is skipped."""
     alternatives = []
     if isinstance(tops, Sequence) and not isinstance(tops, str | bytes):
-        for top in tops:
+        for top in tops[:MAX_ALTERNATIVES]:
             if isinstance(top, dict):
                 alt, alt_logprob = _token_bytes(top), _logprob(top.get("logprob"))
                 if alt is not None and alt_logprob is not None:
@@ -184,17 +193,25 @@ def _alternatives(tops: object) -> list[tuple[bytes, float]]:
 def _token_bytes(item: dict[str, Any]) -> bytes | None:
     """A token's bytes: `bytes` (exact, also for part of a character), else its text."""
     raw = item.get("bytes")
-    if isinstance(raw, list):
+    if isinstance(raw, list) and len(raw) <= MAX_TOKEN_BYTES:
         try:
             return bytes(raw)
-        except (TypeError, ValueError):  # not all ints in 0..255: the text is the next best
+        except (TypeError, ValueError, OverflowError):  # not all ints in 0..255: use the text
             pass
     token = item.get("token")
-    return token.encode(*_ENCODING) if isinstance(token, str) else None
+    if not isinstance(token, str) or len(token) > MAX_TOKEN_BYTES:
+        return None
+    return token.encode(*_ENCODING)
 
 
 def _logprob(value: object) -> float | None:
-    """A log-probability (<= 0; -inf allowed), else None."""
-    if not isinstance(value, int | float) or isinstance(value, bool) or math.isnan(value):
+    """A log-probability (<= 0; -inf allowed), else None (a 400-digit integer too)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
         return None
-    return min(float(value), 0.0)  # a server's rounding can give +0.0000001
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond any float: no probability
+        return None
+    if math.isnan(number):
+        return None
+    return min(number, 0.0)  # a server's rounding can give +0.0000001

@@ -7,12 +7,12 @@ import logging
 import math
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from tagger.errors import BudgetExceeded, SendingStopped
-from tagger.sending.pacing import Pacer, wait_until
+from tagger.sending.pacing import Pacer
 from tagger.usage import NO_USAGE, Usage
 
 # A server asking for a longer pause (Retry-After, an exhausted x-ratelimit window) is not
@@ -100,7 +100,12 @@ class SendGate:
         tpm: int | None = None,
         concurrency: int = 8,
         guard: SpendGuard | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
+        self.clock = clock  # what pauses and pacing measure (and sleep waits on)
+        self._sleep = sleep
         self.rpm = rpm
         self.tpm = tpm
         self.guard = guard
@@ -118,10 +123,18 @@ class SendGate:
         self._first_answer = asyncio.Event()
         self._scout_sent = False
         self._in_flight = 0
+        # An exhausted window the headers announced: (when the pause began, when the header
+        # says the window resets). A request let go after it began and answered before that
+        # reset shows the header false; then such headers pause nothing more (429s still do).
+        self._header_window: tuple[float, float] | None = None
+        self.headers_disbelieved = False
 
     @asynccontextmanager
-    async def slot(self, estimated_tokens: int = 0) -> AsyncIterator[None]:
-        """Hold a concurrency slot for one request, once pauses and limits allow it."""
+    async def slot(self, estimated_tokens: int = 0) -> AsyncIterator[float]:
+        """Hold a concurrency slot for one request, once pauses and limits allow it.
+
+        Yields the time the request was let go (for observe()).
+        """
         await self._wait_pause()  # a pause is waited out without holding a slot
         async with self._slots:
             scout = await self._scout_turn()
@@ -135,13 +148,13 @@ class SendGate:
                     self.guard.reserve(estimated_tokens)
                 self._in_flight += 1
                 try:
-                    yield
+                    yield self.clock()
                 finally:
                     self._in_flight -= 1
             finally:
                 if scout:
-                    self._requests.answered(time.monotonic())
-                    self._tokens.answered(time.monotonic())
+                    self._requests.answered(self.clock())
+                    self._tokens.answered(self.clock())
                     self._first_answer.set()
 
     async def _scout_turn(self) -> bool:
@@ -156,12 +169,13 @@ class SendGate:
 
     async def _wait_turn(self, estimated_tokens: int) -> None:
         """Wait until both limits allow the next send, and record it."""
-        now = time.monotonic()
+        now = self.clock()
         due = self._requests.earliest(1, now)
         if estimated_tokens > 0:
             due = max(due, self._tokens.earliest(estimated_tokens, now))
-        await wait_until(due)
-        sent = time.monotonic()
+        if (delay := due - self.clock()) > 0:
+            await self._sleep(delay)
+        sent = self.clock()
         self._requests.book(1, due, sent)
         if estimated_tokens > 0:
             self._tokens.book(estimated_tokens, due, sent)
@@ -170,14 +184,14 @@ class SendGate:
         """Requests in flight, pauses and learned limits, read without changing anything."""
         return GateSnapshot(
             in_flight=self._in_flight,
-            pause_left=max(0.0, self._resume_at - time.monotonic()),
+            pause_left=max(0.0, self._resume_at - self.clock()),
             paused_seconds=self.paused_seconds,
             learned=tuple(self.learned),
         )
 
     async def _wait_pause(self) -> None:
-        while (delay := self._resume_at - time.monotonic()) > 0:
-            await asyncio.sleep(delay)
+        while (delay := self._resume_at - self.clock()) > 0:
+            await self._sleep(delay)
 
     def stop(self, reason: str) -> None:
         """Send nothing more: requests waiting here fail with SendingStopped(reason)."""
@@ -188,7 +202,7 @@ class SendGate:
         if not 0 < seconds < math.inf:
             return
         held = min(seconds, MAX_PAUSE_SECONDS)
-        now = time.monotonic()
+        now = self.clock()
         left, resume_at = self._resume_at - now, now + held
         if resume_at <= self._resume_at:
             return
@@ -208,10 +222,15 @@ class SendGate:
         extra = used.prompt_tokens + used.completion_tokens - estimated_tokens
         # An underestimate delays later senders; an overestimate is not refunded (servers count
         # max_tokens at admission, so the real usage says little about what they counted).
-        self._tokens.charge(extra, time.monotonic())
+        self._tokens.charge(extra, self.clock())
 
-    def observe(self, headers: Mapping[str, str]) -> None:
-        """Learn or tighten limits from x-ratelimit-* headers; wait out an exhausted window."""
+    def observe(self, headers: Mapping[str, str], *, answered_sent_at: float | None = None) -> None:
+        """Learn or tighten limits from x-ratelimit-* headers; wait out an exhausted window.
+
+        `answered_sent_at`: the headers came with an answer (a 200) to a request let go then.
+        """
+        if answered_sent_at is not None:
+            self._check_window_claim(answered_sent_at)
         for kind in ("requests", "tokens"):
             limit = _int(headers.get(f"x-ratelimit-limit-{kind}"))
             remaining = _int(headers.get(f"x-ratelimit-remaining-{kind}"))
@@ -219,8 +238,30 @@ class SendGate:
             reset = parse_reset(raw_reset)
             if limit is not None and limit > 0:  # 0 or less is nonsense: pacing at it would hang
                 self._tighten(kind, limit)
-            if remaining == 0 and reset:
+            if remaining == 0 and reset and not self.headers_disbelieved:
+                now = self.clock()
+                if self._header_window is None or self._header_window[1] <= now:
+                    self._header_window = (now, now + reset)
                 self.pause(reset, f"x-ratelimit-reset-{kind}: {raw_reset.strip()[:20]}")
+
+    def _check_window_claim(self, sent_at: float) -> None:
+        """An answer to a request sent into a window the headers called exhausted disproves
+        them: their pauses stop (said once); only 429 answers pause the run from now on."""
+        window = self._header_window
+        if window is None or self.headers_disbelieved:
+            return
+        began, claimed_reset = window
+        if not began <= sent_at < claimed_reset:
+            return
+        self.headers_disbelieved = True
+        now = self.clock()
+        self._resume_at = min(self._resume_at, now)  # the rest of that pause is not waited
+        logger.warning(
+            "rate limit: the server keeps answering although its x-ratelimit headers say the "
+            "limit is used up for %.0f s more; their pauses are ignored for the rest of this "
+            "run (a 429 answer still pauses it)",
+            claimed_reset - now,
+        )
 
     def _tighten(self, kind: str, limit: int) -> None:
         current = self.rpm if kind == "requests" else self.tpm

@@ -5,9 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tagger.jsondata import JSONTooDeep, parse_server_json
 from tagger.usage import NO_USAGE, Usage
 
-__all__ = ["Reply", "reply_from_json"]
+__all__ = ["Reply", "reply_from_json", "reply_from_text"]
+# No one reply uses a billion tokens: a larger count is junk, counted at this (--max-cost trips).
+MAX_REPLY_TOKENS = 10**9
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +22,23 @@ class Reply:
     usage: Usage = NO_USAGE
     # choices[0].logprobs.content as dicts (tagger.sending.confidence), None if the server sent none
     logprobs: list[dict[str, Any]] | None = None
+    model: str | None = None  # the model the server says answered (a dated snapshot, often)
+    service_tier: str | None = None  # the tier it was processed in ("default", "flex", ...)
+    # Why the reply could not be read (nested too deep), in words: an invalid answer's problem.
+    problem: str | None = None
+
+
+def reply_from_text(text: str) -> Reply:
+    """The reply in a chat completion's JSON text, read within bounds (tagger.jsondata).
+
+    A body too deep to read is an unreadable answer (Reply.problem), which gets the repair
+    turn of any invalid answer; ValueError or TypeError if it is no chat completion.
+    """
+    try:
+        data = parse_server_json(text)
+    except JSONTooDeep as exc:
+        return Reply(content="", finish_reason=None, problem=f"the server's answer is {exc}")
+    return reply_from_json(data)
 
 
 def reply_from_json(data: object) -> Reply:
@@ -43,7 +63,16 @@ def reply_from_json(data: object) -> Reply:
         finish_reason=finish_reason if isinstance(finish_reason, str) else None,
         usage=usage_from_json(data.get("usage")),
         logprobs=tokens if isinstance(tokens, list) and tokens else None,
+        model=_short_text(data.get("model")),
+        service_tier=_short_text(data.get("service_tier")),
     )
+
+
+def _short_text(value: object) -> str | None:
+    """A short string field of a reply, or None (a server's data: bounded, one line)."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    return " ".join(value.split())[:200]
 
 
 def usage_from_json(raw: object) -> Usage:
@@ -52,4 +81,16 @@ def usage_from_json(raw: object) -> Usage:
         return NO_USAGE
     details = raw.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else 0
-    return Usage.from_fields({**raw, "cached_input_tokens": cached})
+    output = raw.get("completion_tokens_details")
+    reasoning = output.get("reasoning_tokens") if isinstance(output, dict) else 0
+    fields = {**raw, "cached_input_tokens": cached, "reasoning_tokens": reasoning}
+    return Usage.from_fields({name: _bounded(fields.get(name)) for name in _COUNTS})
+
+
+_COUNTS = ("prompt_tokens", "completion_tokens", "cached_input_tokens", "reasoning_tokens")
+
+
+def _bounded(value: object) -> object:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return min(value, MAX_REPLY_TOKENS)
+    return value

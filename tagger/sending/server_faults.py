@@ -25,6 +25,11 @@ UNREACHABLE_AFTER = 3
 # This many abstracts in a row that used up their attempts on server failures (5xx, timeouts,
 # dropped connections), with no good reply in between, stop the run: the server is down.
 FAILING_ITEMS_AFTER = 3
+# This many requests in a row refused with the same client error (400, 404, 422) before any
+# answer stop the run: the request itself is wrong (model, parameter, service tier), and every
+# other abstract would be refused the same way.
+REFUSED_AFTER = 5
+CLIENT_ERRORS = frozenset({400, 404, 422})
 _TAG = re.compile(r"<[^>]+>")
 
 
@@ -128,6 +133,29 @@ class ServerHealth:
         self.answered = 0  # HTTP responses of any status: proof the server is reachable
         self._unanswered = 0  # failed connections or timeouts in a row before any response
         self._failing_items = 0
+        self._completed = False  # a chat completion arrived: the requests themselves are fine
+        self._refusals: list[str] = []  # the same client error, in a row, before any completion
+
+    def completed(self) -> None:
+        """A chat completion arrived: client errors from now on are the abstracts' own."""
+        self._completed = True
+        self._refusals.clear()
+
+    def refused(self, status: int, message: str) -> FatalAPIError | None:
+        """A request refused with a client error; fatal after a few alike before any answer."""
+        if self._completed or status not in CLIENT_ERRORS:
+            return None
+        reason = f"HTTP {status}: {message}"
+        if self._refusals and self._refusals[-1] != reason:
+            self._refusals.clear()
+        self._refusals.append(reason)
+        if len(self._refusals) < REFUSED_AFTER:
+            return None
+        return FatalAPIError(
+            f"{self.where} refused the first {len(self._refusals)} requests alike ({reason}): "
+            "nothing was answered, so the run stopped; check --model, the prompt's [params], "
+            "--service-tier and --base-url (tagger run --verbose shows every request's fate)"
+        )
 
     def responded(self, status: int) -> None:
         """Any HTTP response; a status below 500 also proves the server works."""
@@ -177,5 +205,8 @@ def is_a_reply(exc: BaseException, mode: Mode) -> bool:
     import openai
 
     if isinstance(exc, openai.APIStatusError):
-        return exc.status_code < 500 and not is_format_rejection(exc, mode)
+        # A refused request (400, 404, 422) proves nothing about the next one: the abstracts
+        # take turns until one is answered, so a server refusing everything sees few of them.
+        refused = exc.status_code in CLIENT_ERRORS
+        return exc.status_code < 500 and not refused and not is_format_rejection(exc, mode)
     return is_timeout(exc)  # a slow server: waiting longer for it would idle every other slot

@@ -1,0 +1,274 @@
+"""Which request parameters go to the server: the family table, then what its 400s taught.
+
+tagger's prompts speak one language: `max_tokens` is the answer's budget, `temperature` the
+sampling, logprobs are asked for confidence. RequestRules turns that into the body a given
+server accepts: `max_completion_tokens` for OpenAI's reasoning models (with room for their
+reasoning on top), no temperature or logprobs there, the cheapest `reasoning_effort` the family
+takes. A server that refuses a parameter anyway (HTTP 400 naming it in `param`, or in its
+message) is sent the request again without it, or renamed, once per parameter per run. What was
+learned is logged, recorded in the manifest and, for a batch job, in its job file, so that
+later batch lines (which cannot probe) are built the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tagger.sending.families import EFFORTS, Family, family_of
+
+__all__ = ["LOGPROBS_PARAMS", "REASONING_ALLOWANCE", "RequestRules", "refusal_of"]
+log = logging.getLogger(__name__)
+
+# Five alternatives per token are enough to see the runner-up area where the spelling leaves the
+# chosen one. Not in the cache key: asking for them does not change the answer.
+LOGPROBS_PARAMS: dict[str, Any] = {"logprobs": True, "top_logprobs": 5}
+TOKEN_LIMITS = ("max_tokens", "max_completion_tokens")
+# A reasoning model counts its reasoning against max_completion_tokens: the prompt's max_tokens
+# (the answer's budget) gets this much room on top. Unused room costs nothing.
+REASONING_ALLOWANCE = {
+    "none": 0,
+    "minimal": 512,
+    "low": 2048,
+    "medium": 8192,
+    "high": 16384,
+    "xhigh": 32768,
+}
+# What a dry run expects a reasoning model to think per abstract, for the cost estimate.
+EXPECTED_REASONING = {
+    "none": 0,
+    "minimal": 16,
+    "low": 256,
+    "medium": 1024,
+    "high": 4096,
+    "xhigh": 8192,
+}
+# Sampling parameters a reasoning model refuses (other than their defaults).
+MAX_LEARNED = 20  # adaptations replayed from a job file at most (one per parameter is the norm)
+_SAMPLING = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "logit_bias")
+_QUOTED = re.compile(r"'([A-Za-z_][A-Za-z0-9_.]*)'")
+_SUPPORTED = re.compile(r"[Ss]upported values are:?(.*)")
+_REFUSAL_WORDS = ("unsupported", "not support", "unknown", "unrecognized", "not permitted")
+_REFUSAL_CODES = frozenset({"unsupported_parameter", "unsupported_value", "unknown_parameter"})
+# Parts of every request that other mechanisms handle (the mode fallback) or that cannot go.
+_NOT_ADAPTED = frozenset({"model", "messages", "response_format", "service_tier"})
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """An HTTP 400/422 that names one parameter the server does not take."""
+
+    param: str
+    code: str | None
+    message: str
+
+
+def refusal_of(status: int, body: object, message: str, sent: Iterable[str]) -> Refusal | None:
+    """The parameter a 400/422 refuses, from its `param` field or its message; else None."""
+    if status not in (400, 422):
+        return None
+    error = body.get("error", body) if isinstance(body, dict) else None
+    param = error.get("param") if isinstance(error, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    names = set(sent) - _NOT_ADAPTED
+    code = code if isinstance(code, str) else None
+    lowered = message.lower()
+    # A refusal of the parameter itself, not of its value's size ("max_tokens is too large").
+    refusing = code in _REFUSAL_CODES or any(word in lowered for word in _REFUSAL_WORDS)
+    if not refusing:
+        return None
+    if isinstance(param, str) and param:
+        name = "reasoning_effort" if param.endswith("effort") else param.split(".")[0]
+        if name in names:
+            return Refusal(name, code, message)
+    # No `param` (vLLM, proxies): the first parameter we sent that the message names.
+    for quoted in _QUOTED.findall(message):
+        name = "reasoning_effort" if quoted.endswith("effort") else quoted.split(".")[0]
+        if name in names:
+            return Refusal(name, code, message)
+    return None
+
+
+@dataclass
+class RequestRules:
+    """The parameters one run sends, and what the server has refused so far."""
+
+    model: str
+    family: Family | None
+    logprobs: bool  # asked for until the server (or the family table) says no
+    reasoning_effort: str | None  # sent as is; None: not sent
+    service_tier: str | None = None
+    token_limit: str = "max_tokens"
+    dropped: set[str] = field(default_factory=set)
+    learned: list[str] = field(default_factory=list)  # one line per adaptation (manifest)
+    _adapted: set[str] = field(default_factory=set, repr=False)
+
+    @classmethod
+    def for_model(
+        cls,
+        model: str,
+        *,
+        logprobs: bool,
+        prompt_params: Mapping[str, Any],
+        reasoning_effort: str | None = None,
+        service_tier: str | None = None,
+        learned: Iterable[str] = (),
+    ) -> RequestRules:
+        """The rules the family table gives; --reasoning-effort, then the prompt's, win."""
+        family = family_of(model)
+        reasoning = family is not None and family.reasoning
+        asked = reasoning_effort or prompt_params.get("reasoning_effort")
+        effort = asked if isinstance(asked, str) else None
+        if family is not None and not reasoning:
+            effort = None  # an OpenAI model that does not reason refuses the parameter
+        elif effort is None and family is not None:
+            effort = family.lowest_effort
+        # A reasoning model refuses sampling parameters, unless it does not reason this time.
+        samples = not reasoning or (
+            family is not None and family.samples_without_reasoning and effort == "none"
+        )
+        rules = cls(
+            model=model,
+            family=family,
+            logprobs=logprobs and samples,
+            reasoning_effort=effort,
+            service_tier=service_tier,
+            token_limit="max_completion_tokens" if reasoning else "max_tokens",
+            dropped=set() if samples else {*_SAMPLING, "logprobs", "top_logprobs"},
+        )
+        rules.replay(learned)
+        return rules
+
+    @property
+    def adapted(self) -> frozenset[str]:
+        """The parameters adapted to so far (each at most once)."""
+        return frozenset(self._adapted)
+
+    @property
+    def reasoning(self) -> bool:
+        """A reasoning model: its completion tokens include reasoning the reply does not show."""
+        return self.family is not None and self.family.reasoning
+
+    @property
+    def expected_reasoning_tokens(self) -> int:
+        """What a dry run counts for reasoning per request."""
+        if not self.reasoning:
+            return 0
+        return EXPECTED_REASONING.get(self.reasoning_effort or "medium", 1024)
+
+    def describe(self) -> str:
+        """One line for the manifest and --verbose: what is sent differently, and why."""
+        if self.family is None:
+            return f"{self.model}: not in tagger's model table; the prompt's [params] as they are"
+        if not self.reasoning:
+            return f"{self.model}: {self.family.name} family; the prompt's [params] as they are"
+        effort = self.reasoning_effort or "the model's default"
+        sampling = "no temperature, no logprobs" if self.dropped else "temperature and logprobs"
+        return (
+            f"{self.model}: reasoning model ({self.family.name} family): max_tokens sent as "
+            f"{self.token_limit} (+{self._allowance()} for reasoning), {sampling}, "
+            f"reasoning_effort={effort}"
+        )
+
+    def body_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The request's parameters: the prompt's [params] as this server takes them."""
+        body: dict[str, Any] = LOGPROBS_PARAMS.copy() if self.logprobs else {}
+        for name, value in params.items():
+            if name == "reasoning_effort":
+                continue
+            if name in TOKEN_LIMITS:
+                if isinstance(value, int) and not isinstance(value, bool):
+                    value = value + self._allowance()
+                name = self.token_limit
+            body[name] = value
+        if self.reasoning_effort is not None:
+            body["reasoning_effort"] = self.reasoning_effort
+        if self.service_tier is not None:
+            body["service_tier"] = self.service_tier
+        for name in self.dropped:
+            body.pop(name, None)
+        return body
+
+    def _allowance(self) -> int:
+        if not self.reasoning:
+            return 0
+        return REASONING_ALLOWANCE.get(self.reasoning_effort or "medium", 8192)
+
+    def learn(self, refusal: Refusal) -> bool:
+        """Adapt to a refused parameter (once per parameter); True if the rules changed."""
+        name = refusal.param
+        if name in self._adapted or name in ("service_tier", "response_format", "messages"):
+            return False  # asked for on purpose, or another mechanism's (mode fallback)
+        what = self._adapt(name, refusal)
+        if what is None:
+            return False
+        self._adapted.add(name)
+        line = f"{what} (the server said: {' '.join(refusal.message.split())[:160]})"
+        self.learned.append(line)
+        log.info("adapting to the server: %s", line)
+        return True
+
+    def _adapt(self, name: str, refusal: Refusal) -> str | None:
+        if name in TOKEN_LIMITS:
+            other = TOKEN_LIMITS[1 - TOKEN_LIMITS.index(name)]
+            if self.token_limit != name:
+                return None
+            self.token_limit = other
+            return f"{name} sent as {other}"
+        if name in ("logprobs", "top_logprobs"):
+            if not self.logprobs:
+                return None
+            self.logprobs = False
+            self.dropped |= {"logprobs", "top_logprobs"}  # the prompt's own too
+            return "logprobs no longer asked for (rows get no task_area_confidence)"
+        if name == "reasoning_effort":
+            return self._adapt_effort(refusal)
+        if name in self.dropped:
+            return None
+        self.dropped.add(name)
+        return f"{name} no longer sent"
+
+    def _adapt_effort(self, refusal: Refusal) -> str | None:
+        offered = _SUPPORTED.search(refusal.message)
+        values = _QUOTED.findall(offered.group(1)) if offered else []
+        choice = next((e for e in EFFORTS if e in values), None)
+        if refusal.code == "unsupported_value" and choice and choice != self.reasoning_effort:
+            self.reasoning_effort = choice
+            return f"reasoning_effort={choice}, the cheapest the server listed"
+        if self.reasoning_effort is None:
+            return None
+        self.reasoning_effort = None
+        return "reasoning_effort no longer sent"
+
+    def replay(self, learned: Iterable[str]) -> None:
+        """Apply adaptations an earlier run recorded (a batch job file's), without logging."""
+        for index, line in enumerate(learned):
+            if index >= MAX_LEARNED or not isinstance(line, str) or len(line) > 400:
+                break  # read from a file: a few short lines, or nothing more
+            what = line.split(" (the server said:", 1)[0]
+            if what.endswith(" sent as max_completion_tokens"):
+                self.token_limit = "max_completion_tokens"
+            elif what.endswith(" sent as max_tokens"):
+                self.token_limit = "max_tokens"
+            elif what.startswith("logprobs no longer"):
+                self.logprobs = False
+                self.dropped |= {"logprobs", "top_logprobs"}
+            elif what.startswith("reasoning_effort="):
+                self.reasoning_effort = what.split("=", 1)[1].split(",")[0]
+            elif what == "reasoning_effort no longer sent":
+                self.reasoning_effort = None
+            elif what.endswith(" no longer sent"):
+                self.dropped.add(what.removesuffix(" no longer sent"))
+            else:
+                continue
+            self._adapted.add(_param_of(what))
+            self.learned.append(line)
+
+
+def _param_of(what: str) -> str:
+    """The parameter an adaptation line is about ("temperature no longer sent": temperature)."""
+    first = what.split(" ", 1)[0]
+    return "reasoning_effort" if first.startswith("reasoning_effort") else first

@@ -1,0 +1,139 @@
+"""OpenAI's documented chat-completions rules per model family, as the fake server applies them.
+
+Written from OpenAI's API reference and model pages (not from tagger's own table, which the
+tests check against this one):
+- reasoning models (gpt-5 family, o-series) refuse `max_tokens` ("Use 'max_completion_tokens'
+  instead"), any `temperature` but 1, and `logprobs`/`top_logprobs`; gpt-5.1 and later take
+  temperature and logprobs when `reasoning_effort` is "none";
+- each family takes its own `reasoning_effort` values: gpt-5/-mini/-nano minimal, low, medium,
+  high; gpt-5.1 none, low, medium, high; gpt-5.2 and later none to xhigh; o-series low, medium,
+  high; a model that does not reason refuses the parameter;
+- reasoning tokens count in `completion_tokens` and against `max_completion_tokens`, and are
+  reported in `usage.completion_tokens_details.reasoning_tokens`;
+- `service_tier: "flex"` only for the models the pricing page lists under Flex;
+- errors are HTTP 400 bodies {"error": {"message", "type", "param", "code"}} with code
+  "unsupported_parameter" or "unsupported_value".
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+IRE = "invalid_request_error"
+_DATED = r"(?:-\d{4}-\d{2}-\d{2})?"
+
+
+@dataclass(frozen=True)
+class ModelRules:
+    """What one OpenAI model accepts."""
+
+    reasoning: bool
+    efforts: tuple[str, ...] = ()
+    default_effort: str | None = None
+    flex: bool = False
+    samples_without_reasoning: bool = False  # temperature/logprobs allowed at effort "none"
+
+
+_GPT5 = ModelRules(True, ("minimal", "low", "medium", "high"), "medium", flex=True)
+_GPT51 = ModelRules(True, ("none", "low", "medium", "high"), "none", True, True)
+_GPT52 = ModelRules(True, ("none", "low", "medium", "high", "xhigh"), "none", True, True)
+_O = ModelRules(True, ("low", "medium", "high"), "medium", flex=True)
+_CHAT = ModelRules(False)
+_RULES: tuple[tuple[str, ModelRules], ...] = (
+    (r"gpt-5(?:-mini|-nano)?" + _DATED, _GPT5),
+    (r"gpt-5\.1(?:-mini|-nano)?" + _DATED, _GPT51),
+    (r"gpt-5\.[2-9](?:-mini|-nano)?" + _DATED, _GPT52),
+    (r"o[34](?:-mini)?" + _DATED, _O),
+    (r"(?:gpt-4o|gpt-4\.1)(?:-mini|-nano)?" + _DATED, _CHAT),
+)
+# The snapshot a name answers with, in the reply's `model` (as the real API does).
+SNAPSHOTS = {
+    "gpt-5": "gpt-5-2025-08-07",
+    "gpt-5-mini": "gpt-5-mini-2025-08-07",
+    "gpt-5-nano": "gpt-5-nano-2025-08-07",
+    "gpt-5.4-mini": "gpt-5.4-mini-2026-03-17",
+    "gpt-5.4-nano": "gpt-5.4-nano-2026-03-17",
+    "o4-mini": "o4-mini-2025-04-16",
+    "gpt-4o-mini": "gpt-4o-mini-2024-07-18",
+    "gpt-4.1-nano": "gpt-4.1-nano-2025-04-14",
+}
+# GET /v1/models of a fake that serves any name: these, like an OpenAI key's list.
+CATALOGUE = ("fake-model", *SNAPSHOTS, *SNAPSHOTS.values(), "gpt-5.1", "gpt-5.5", "o3")
+# Reasoning tokens the fake spends per effort before answering (FakeLLM.reasoning_spend).
+DEFAULT_SPEND = {"none": 0, "minimal": 0, "low": 96, "medium": 320, "high": 1200, "xhigh": 2400}
+
+
+def rules_for(model: str) -> ModelRules | None:
+    """The rules of an OpenAI model name; None for any other name (accepted as it is)."""
+    for pattern, rules in _RULES:
+        if re.fullmatch(pattern, model):
+            return rules
+    return None
+
+
+def _refuse(message: str, param: str, code: str) -> tuple[str, str, str]:
+    return message, param, code
+
+
+def refusal(body: dict[str, Any], rules: ModelRules) -> tuple[str, str, str] | None:
+    """(message, param, code) of the 400 the real API would answer, or None if it accepts."""
+    if not rules.reasoning:
+        if "reasoning_effort" in body:
+            return _refuse(
+                "Unsupported parameter: 'reasoning_effort' is not supported with this model.",
+                "reasoning_effort",
+                "unsupported_parameter",
+            )
+        return _flex_refusal(body, rules)
+    if "max_tokens" in body:
+        return _refuse(
+            "Unsupported parameter: 'max_tokens' is not supported with this model. "
+            "Use 'max_completion_tokens' instead.",
+            "max_tokens",
+            "unsupported_parameter",
+        )
+    effort = body.get("reasoning_effort", rules.default_effort)
+    if effort not in rules.efforts:
+        listed = ", ".join(f"'{e}'" for e in rules.efforts[:-1])
+        return _refuse(
+            f"Unsupported value: '{effort}' is not supported with this model. "
+            f"Supported values are: {listed}, and '{rules.efforts[-1]}'.",
+            "reasoning_effort",
+            "unsupported_value",
+        )
+    samples = rules.samples_without_reasoning and effort == "none"
+    temperature = body.get("temperature", 1)
+    if temperature != 1 and not samples:
+        return _refuse(
+            f"Unsupported value: 'temperature' does not support {temperature} with this model. "
+            "Only the default (1) value is supported.",
+            "temperature",
+            "unsupported_value",
+        )
+    for name in ("logprobs", "top_logprobs"):
+        if body.get(name) and not samples:
+            return _refuse(
+                f"Unsupported parameter: '{name}' is not supported with this model.",
+                name,
+                "unsupported_parameter",
+            )
+    return _flex_refusal(body, rules)
+
+
+def _flex_refusal(body: dict[str, Any], rules: ModelRules) -> tuple[str, str, str] | None:
+    tier = body.get("service_tier")
+    if tier is None or tier in ("auto", "default") or (tier == "flex" and rules.flex):
+        return None
+    return _refuse(
+        f"Unsupported value: 'service_tier' does not support '{tier}' with this model.",
+        "service_tier",
+        "unsupported_value",
+    )
+
+
+def spent_effort(body: dict[str, Any], rules: ModelRules) -> str:
+    """The reasoning effort a request runs at."""
+    effort = body.get("reasoning_effort", rules.default_effort)
+    return effort if isinstance(effort, str) else "medium"
