@@ -153,6 +153,7 @@ class RecordTagger:
             usage=NO_USAGE if shared else outcome.usage,
             confidence=outcome.confidence,
             batch_id=outcome.batch_id,
+            served_model=outcome.served_model,
         )
         return tagged_record(key, row)
 
@@ -213,7 +214,9 @@ class TagStage:
                 link = RayLink(self._limiter)
                 urls = self._settings.base_urls
                 url = urls[await link.endpoint(len(urls))] if urls else None
-                self._tagger = RecordTagger(self._plan, link, url)
+                tagger = RecordTagger(self._plan, link, url)
+                await asyncio.to_thread(tagger.client.warm)  # before any permit is taken
+                self._tagger = tagger
         return self._tagger
 
     async def __call__(self, batch: Any) -> Any:

@@ -117,6 +117,11 @@ class LLMClient:
             self._sdk = open_sdk(self.config, max_retries=0)
         return self._sdk
 
+    def warm(self) -> None:
+        """Build the SDK client now: a Ray worker's first request would leave late by its
+        set-up (~0.4 s), after the cluster's limiter had given it its time."""
+        self._client()
+
     def stop_sending(self, reason: str) -> None:
         """Send nothing more: requests waiting for a slot fail with SendingStopped(reason)."""
         self.gate.stop(reason)
