@@ -248,9 +248,11 @@ def test_a_huge_integer_logprob_keeps_the_paid_answer_and_its_tokens(
     tagger_cli: TaggerCLI, path: str
 ) -> None:
     def huge_logprob(user: str, body: dict[str, Any]) -> RawJSON:
-        choice = body["choices"][0]
-        choice["logprobs"] = {"content": [{"token": "{", "logprob": "HUGE", "bytes": None,
-                                           "top_logprobs": []}]}  # fmt: skip
+        # The fake's own tokens, which spell the answer, each with a 400-digit logprob.
+        tokens = body["choices"][0]["logprobs"]["content"]
+        assert tokens, "the fake sent no logprobs to spoil"
+        for token in tokens:
+            token["logprob"] = "HUGE"
         return RawJSON(json.dumps(body).replace('"HUGE"', "-1" + "0" * 400).encode())
 
     tagger_cli.fake.reply_hook = huge_logprob
