@@ -90,20 +90,6 @@ class ClientConfig(BaseModel):
         """The base URL requests go to, without trailing slash."""
         return (self.base_url or defaults.BASE_URL).rstrip("/")
 
-    def api_key_problem(self) -> str | None:
-        """What makes the API key unusable before anything is sent, or None."""
-        if self.api_key is None:
-            return None
-        key = self.api_key.get_secret_value()
-        if key != key.strip():
-            return "starts or ends with whitespace (a stray space or newline in .env?)"
-        if not key.isascii() or not key.isprintable() or any(c.isspace() for c in key):
-            return "contains spaces or characters an HTTP header cannot carry"
-        # Local servers accept any key; the official API's placeholder means .env was not edited.
-        if ("..." in key or "…" in key) and self.effective_base_url == defaults.BASE_URL:
-            return "is the placeholder from .env.example, not a real key"
-        return None
-
 
 class BatchConfig(BaseModel):
     """How a `tagger run --batch` submits, waits and finishes (the OpenAI Batch API)."""

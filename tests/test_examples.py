@@ -244,6 +244,8 @@ HELP_EXAMPLES_ORDER = [
     "batch list",
     "batch status",
     "batch cancel",
+    "tagger run seeds/ -o tagged.jsonl --ray",
+    "merge",
     "cache clear",
 ]
 

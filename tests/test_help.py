@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +14,7 @@ from typer.testing import CliRunner, Result
 
 from tagger.cli.app import app
 from tagger.cli.helpstyle import EXAMPLES, first_line
-from tests.harness import one_line
+from tests.harness import SEEDS_DIR, clean_env, one_line
 
 PLACEHOLDER = re.compile(r"^(?:[A-Z][A-Z0-9_@]*|\[[a-z0-9_|]+\])(?:\.\.\.)?$")
 
@@ -98,3 +101,22 @@ def test_usage_errors_are_one_line_like_tagger_s_own(
     assert lines[0].startswith(f"Error: {says}"), lines[0]
     assert lines[0].endswith(f"; see '{f'tagger {where}'.strip()} --help'"), lines[0]
     assert "Value error" not in lines[0] and "Usage:" not in result.output
+
+
+def test_a_placeholder_key_is_refused_before_the_imports_of_a_run(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "tagger.cli.app", "run", str(SEEDS_DIR)],
+        capture_output=True,
+        text=True,
+        env={**clean_env(), "OPENAI_API_KEY": "sk-..."},
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.splitlines()
+    assert lines[-1].startswith("Error: the API key is the placeholder from .env.example"), lines[
+        -1
+    ]
+    imported = {line.split("|")[-1].strip() for line in lines if "|" in line}
+    heavy = {"rich", "asyncio", "openai", "httpx", "diskcache", "tagger.config", "tagger.cli.job"}
+    assert not heavy & imported, sorted(heavy & imported)

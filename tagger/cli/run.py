@@ -226,6 +226,15 @@ def run(
 ) -> None:
     """Tag abstracts and write one JSON line per abstract, in input order."""
     given = dict(locals())  # every option by its name: the names tagger.tag() takes
+    from tagger.apikey import key_refusal
+
+    # Before the imports of a run (~0.5 s, seconds on a loaded machine): a missing or placeholder
+    # key is refused at once.
+    if not dry_run and (refusal := key_refusal(api_key, base_url)) is not None:
+        from tagger.cli.common import print_err
+
+        print_err(f"Error: {refusal}")
+        raise typer.Exit(2)
     from tagger.cli.job import run_command
     from tagger.cli.runcommand import RunCommand
 

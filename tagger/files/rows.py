@@ -63,19 +63,20 @@ class Row(BaseModel):
 
     @classmethod
     def of(cls, values: dict[str, Any]) -> Row:
-        """A row from values the pipeline built and checked: every field, in order, then extras.
+        """A row from values the pipeline built and checked: every field in order, then extras.
 
         What model_construct() does, without its per-field work: the writer's hot path makes
         one per abstract (tests/test_api.py checks it equals model_validate()).
         """
         row = cls.__new__(cls)
-        known = {name: values[name] for name in ROW_FIELDS}
+        if values.keys() == _FIELD_SET:  # built in field order by build_row: no extras
+            known, extra = values, {}
+        else:
+            known = {name: values[name] for name in ROW_FIELDS}
+            extra = {k: v for k, v in values.items() if k not in known}
         object.__setattr__(row, "__dict__", known)
-        extra = (
-            {k: v for k, v in values.items() if k not in known} if len(values) > len(known) else {}
-        )
         object.__setattr__(row, "__pydantic_extra__", extra)
-        object.__setattr__(row, "__pydantic_fields_set__", set(values))
+        object.__setattr__(row, "__pydantic_fields_set__", set(known))
         object.__setattr__(row, "__pydantic_private__", None)
         return row
 
@@ -86,6 +87,7 @@ class Row(BaseModel):
 
 
 ROW_FIELDS = tuple(Row.model_fields)
+_FIELD_SET = frozenset(ROW_FIELDS)
 
 
 def build_row(
@@ -179,7 +181,9 @@ class JsonlWriter:
     def write(self, row: Row) -> None:
         """Append one row."""
         try:
-            self._stream.write(jsondata.dumps(row.fields()) + "\n")
+            # The row's own dict when it has no extras: a copy per row would cost a big run.
+            record = row.__dict__ if not row.__pydantic_extra__ else row.fields()
+            self._stream.write(jsondata.dumps(record) + "\n")
         except BrokenPipeError:
             raise  # a reader of standard output went away: the CLI says so
         except OSError as exc:

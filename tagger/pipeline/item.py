@@ -1,4 +1,4 @@
-"""Tag one abstract: render, ask, extract JSON, validate, repair; pick the output mode."""
+"""The live driver of the per-abstract policy (tagger.pipeline.policy), and the mode probe."""
 
 from __future__ import annotations
 

@@ -50,10 +50,12 @@ class DryRunReport:
 
 def require_key(config: RunConfig) -> None:
     """Fail before reading inputs without a key for the official API, or with an unusable one."""
-    if config.client.api_key is None and config.client.base_url is None:
-        raise ConfigError("No API key: set OPENAI_API_KEY in .env or pass --api-key")
-    if (problem := config.client.api_key_problem()) is not None:
-        raise ConfigError(f"the API key {problem}: fix OPENAI_API_KEY in .env or --api-key")
+    from tagger.apikey import key_refusal
+
+    key = config.client.api_key
+    secret = None if key is None else key.get_secret_value()
+    if (refusal := key_refusal(secret, config.client.base_url)) is not None:
+        raise ConfigError(refusal)
 
 
 def open_cache(config: RunConfig) -> AnswerCache | None:
