@@ -53,7 +53,12 @@ def cache_clear(
     with errors():
         cache_dir = cache_dir_or_default(cache_dir)
         jobs = jobfile.list_jobs(cache_dir)  # a job file that does not check out: one line
-        active = [job.job_id for job in jobs if job.status == "active"]
+        cancelled = {
+            job.job_id for job in jobs if jobfile.cancel_marker(cache_dir, job.job_id).exists()
+        }
+        active = [
+            job.job_id for job in jobs if job.status == "active" and job.job_id not in cancelled
+        ]
         if active:
             raise UsageError(
                 f"{len(active)} batch job(s) in flight in {jobfile.jobs_dir(cache_dir)} "
@@ -68,9 +73,15 @@ def cache_clear(
             jobfile.remove_input_files(cache_dir, job.job_id)
         typer.echo(f"removed {removed} answers from {cache_dir}")
         if jobs:
+            left = (
+                f" ({len(cancelled)} cancelled: rerunning its command resubmits all)"
+                if cancelled
+                else ""
+            )
             typer.echo(
-                f"removed the input files of {len(jobs)} finished batch job(s); their job "
-                f"files stay in {jobfile.jobs_dir(cache_dir)} as a record (`tagger batch list`)"
+                f"removed the input files of {len(jobs)} finished or cancelled batch job(s)"
+                f"{left}; their job files stay in {jobfile.jobs_dir(cache_dir)} as a record "
+                "(`tagger batch list`)"
             )
 
 
