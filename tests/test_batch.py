@@ -120,7 +120,7 @@ def test_an_answer_still_invalid_after_its_repairs_is_reported(tagger_cli: Tagge
     assert len(tagger_cli.fake.batches.created) == 3  # the first round and two repair rounds
     failed = [row for row in tagger_cli.rows() if row["status"] == "error"]
     assert len(failed) == 1 and text[:60] in failed[0]["abstract"]
-    assert failed[0]["error"].startswith("invalid answer after 2 repair turn(s)")
+    assert failed[0]["error"].startswith("invalid answer after 2 repair turns")
     assert counts_in(result.output)["failed"] == 1
     assert counts_in(result.output)["ok"] == len(seed_texts()) - 1
 

@@ -107,9 +107,12 @@ def test_prompts_lists_taxonomy_and_synonyms_with_defaults(tagger_cli: TaggerCLI
     synonyms = [f"v{n}" for n, _ in versioned_files(PROMPTS_DIR / "synonyms")]
     assert taxonomies and synonyms
     assert "taxonomies" in result.stdout and "synonyms" in result.stdout
-    # Version rows of both tables start "│ vN "; the newest of each is the default.
+    # Version rows of both tables start "│ vN "; the default taxonomy is the one the default
+    # prompt uses (its pin), the default synonyms the newest.
+    pinned = load_prompt(PROMPTS_DIR, None).taxonomy_version
+    assert pinned is not None and pinned != taxonomies[-1]  # else this checks nothing new
     marked = [ln.split()[1] for ln in lines if ln.startswith("│ v") and "default" in ln]
-    assert marked == [taxonomies[-1], synonyms[-1]], result.stdout
+    assert marked == [pinned, synonyms[-1]], result.stdout
 
 
 @pytest.mark.parametrize("args", [["--help"], ["--version"]])

@@ -141,7 +141,7 @@ def test_missing_columns(tmp_path: Path) -> None:
     sheet.write_text("id,summary\na,b\n", "utf-8")
     code, message = gold_import(sheet, tmp_path / "g.jsonl")
     assert code == 2
-    assert "missing column(s) reviewed, task_area, method_tags" in message
+    assert "missing columns reviewed, task_area, method_tags" in message
 
 
 @pytest.fixture(scope="module")

@@ -95,7 +95,7 @@ def test_an_invalid_answer_is_sent_back_with_its_problems_until_the_turns_run_ou
     )
     last = policy.on_reply(state, _reply("not json at all"))
     assert last.action is Action.FAIL
-    assert (last.reason or "").startswith("invalid answer after 2 repair turn(s): ")
+    assert (last.reason or "").startswith("invalid answer after 2 repair turns: ")
 
 
 def test_no_repair_turn_without_an_attempt_left() -> None:

@@ -80,4 +80,4 @@ def test_live_and_batch_reach_the_same_outcome_from_the_same_replies(
         assert [_limit(b) for b in bodies["live"]] == [400, 800]
     else:
         assert row["status"] == "error"
-        assert row["error"].startswith("invalid answer after 2 repair turn(s)")
+        assert row["error"].startswith("invalid answer after 2 repair turns")

@@ -10,6 +10,7 @@ import typer
 from tagger import defaults
 from tagger.cli.common import ApiKeyOpt, BaseUrlOpt, CacheDirOpt, cache_dir_or_default, errors
 from tagger.terminal import one_line
+from tagger.wording import plural
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -109,7 +110,7 @@ def cancel_command(
         cancelled = asyncio.run(_cancel(api, state))
         # Tells a run waiting on this job to resubmit nothing more.
         jobfile.mark_cancelled(cache_dir, state.job_id)
-        typer.echo(f"cancelled {len(cancelled)} batch(es): {' '.join(cancelled) or '-'}")
+        typer.echo(f"cancelled {plural(len(cancelled), 'batch')}: {' '.join(cancelled) or '-'}")
         typer.echo(f"the same command collects what they finished and resubmits the rest: "
                    f"{one_line(state.command)}")  # fmt: skip
 
@@ -179,7 +180,7 @@ def _summary(job: JobState) -> dict[str, object]:
         "mode": job.mode,
         "rounds": job.rounds,
         "batches": len(job.batches),
-        "running": len(job.active_batches()),
+        "running": _running(job),
         "items": job.counts(),
         "command": job.command,
     }
@@ -190,8 +191,13 @@ def _line(job: JobState) -> str:
     # Every field came from a job file or a server: shown, never obeyed by the terminal.
     return one_line(
         f"{job.job_id} {job.status} {job.created_at} -> {job.output}: round {job.rounds}, "
-        f"{len(job.active_batches())}/{len(job.batches)} batch(es) running, items: {counts}"
+        f"{_running(job)}/{plural(len(job.batches), 'batch')} running, items: {counts}"
     )
+
+
+def _running(job: JobState) -> int:
+    """Batches the server is still working on (a cancelled one is over, collected or not)."""
+    return sum(1 for batch in job.active_batches() if not batch.terminal)
 
 
 def _batches(job: JobState) -> list[dict[str, object]]:

@@ -14,6 +14,7 @@ import typer
 from tagger import defaults
 from tagger.cli.common import EXIT_INTERRUPTED, say
 from tagger.redact import public_url
+from tagger.wording import plural
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -140,7 +141,7 @@ def run_batch(
         running = len(job.active_batches())
         say(
             console,
-            f"batch job {job.job_id}: {running} batch(es) running on the server "
+            f"batch job {job.job_id}: {plural(running, 'batch')} running on the server "
             f"({sum(1 for i in job.items.values() if i.status == 'submitted')} requests). "
             f"They finish within 24 h; collect them with: {rerun}",
         )
@@ -160,8 +161,9 @@ def cost_line(job: JobState, cost: float | None, live_cost: float | None) -> str
     spent = "n/a (unknown model price)" if cost is None else f"${cost:.4f}"
     live = "" if live_cost is None else f" (the same run live: ${live_cost:.4f})"
     return (
-        f"batch job {job.job_id}: {job.rounds} round(s), {len(job.batches)} batch(es), "
-        f"{job.requests} answers, {job.repairs} repair turn(s); estimated cost {spent}{live}"
+        f"batch job {job.job_id}: {plural(job.rounds, 'round')}, "
+        f"{plural(len(job.batches), 'batch')}, {plural(job.requests, 'answer')}, "
+        f"{plural(job.repairs, 'repair turn')}; estimated cost {spent}{live}"
     )
 
 

@@ -9,6 +9,7 @@ import typer
 
 from tagger.cli.common import EXIT_INTERRUPTED, CacheDirOpt, cache_dir_or_default, errors, print_err
 from tagger.errors import UsageError
+from tagger.wording import plural, size
 
 cache_app = typer.Typer(help="Inspect or clear the answer cache.", rich_markup_mode=None)
 
@@ -35,7 +36,9 @@ def cache_stats(
         if as_json:
             typer.echo(json.dumps(stats))
             return
-        typer.echo(f"{stats['entries']} answers, {stats['bytes']} bytes in {stats['directory']}")
+        typer.echo(
+            f"{plural(stats['entries'], 'answer')}, {size(stats['bytes'])} in {stats['directory']}"
+        )
 
 
 @cache_app.command("clear")

@@ -30,8 +30,12 @@ class ConsoleLogHandler(logging.Handler):
         from rich.console import Console
         from rich.text import Text
 
+        from tagger.logcontext import current_abstract
+
         prefix = _PREFIXES.get(record.levelno, "")
-        text = one_line(redact(prefix + record.getMessage(), self.secret))
+        about = current_abstract()  # emitted in the task of the abstract the record is about
+        message = f"{about}: {record.getMessage()}" if about else record.getMessage()
+        text = one_line(redact(prefix + message, self.secret))
         # Not kept: the CLI test harness swaps sys.stderr for every command.
         console = self.console or Console(stderr=True)
         with contextlib.suppress(OSError):  # stderr itself is gone: nowhere left to say it

@@ -19,13 +19,20 @@ def prompts(prompts_dir: PromptsDirOpt = None) -> None:
 
         directory = prompts_dir or default_prompts_dir()
         found = list_prompts(directory)
-        default_prompt = load_prompt(directory, None).ref if found else None
+        default = load_prompt(directory, None) if found else None
+        # The default taxonomy is the one a run with the default prompt uses: its pin, else
+        # the newest.
+        taxonomy = default.taxonomy_version if default is not None else None
         print_prompts(
-            directory, found, default_prompt, _taxonomies(directory), _synonyms(directory)
+            directory,
+            found,
+            default.ref if default is not None else None,
+            _taxonomies(directory, taxonomy),
+            _synonyms(directory),
         )
 
 
-def _taxonomies(prompts_dir: Path) -> list[VersionRow]:
+def _taxonomies(prompts_dir: Path, default: str | None) -> list[VersionRow]:
     from tagger.cli.tables import VersionRow
     from tagger.prompting.taxonomy import load_taxonomy
 
@@ -34,7 +41,9 @@ def _taxonomies(prompts_dir: Path) -> list[VersionRow]:
     for version in versions:
         taxonomy = load_taxonomy(prompts_dir, version)
         rows.append(
-            VersionRow(version, taxonomy.hash, len(taxonomy.areas), version == versions[-1])
+            VersionRow(
+                version, taxonomy.hash, len(taxonomy.areas), version == (default or versions[-1])
+            )
         )
     return rows
 

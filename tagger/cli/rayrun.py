@@ -10,6 +10,7 @@ import typer
 
 from tagger.cli.common import errors, say, stderr_console
 from tagger.errors import UsageError
+from tagger.wording import plural
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -61,10 +62,17 @@ def run_ray(
         stats, merged = run_on_ray(config, scanned, command.output, sink, prices, how)
     if merged.skipped_lines:
         where = ", ".join(merged.skipped_where)
-        say(console, f"Warning: skipped {merged.skipped_lines} unreadable part line(s): {where}")
+        say(
+            console,
+            f"Warning: skipped {plural(merged.skipped_lines, 'unreadable part line')}: {where}",
+        )
     print_summary(console, stats, command.output, quiet=command.quiet)
     if merged.missing:
-        say(console, f"{merged.missing} abstract(s) have no row yet: rerun the same command")
+        say(
+            console,
+            f"{plural(merged.missing, 'abstract')} {'has' if merged.missing == 1 else 'have'} "
+            "no row yet: rerun the same command",
+        )
     if stats.failed or stats.stop_reason or merged.missing:
         raise typer.Exit(1)
 
@@ -99,7 +107,12 @@ def merge(
         stats = merge_parts(found, output)
         if stats.skipped_lines:
             where = ", ".join(stats.skipped_where)
-            say(console, f"Warning: skipped {stats.skipped_lines} unreadable line(s): {where}")
+            say(
+                console,
+                f"Warning: skipped {plural(stats.skipped_lines, 'unreadable line')}: {where}",
+            )
         say(
-            console, f"wrote {output}: {stats.items} rows, {stats.ok} ok, from {len(found)} part(s)"
+            console,
+            f"wrote {output}: {plural(stats.items, 'row')}, {stats.ok} ok, "
+            f"from {plural(len(found), 'part')}",
         )

@@ -20,6 +20,7 @@ from tagger.cli.runfiles import (
     read_runs,
 )
 from tagger.terminal import json_text
+from tagger.wording import plural
 
 if TYPE_CHECKING:
     pass
@@ -60,7 +61,7 @@ def export(
             extend=add_count_charts,
             notes=review_header_notes(),
         )
-        print_err(f"wrote {len(rows)} rows to {output}")
+        print_err(f"wrote {plural(len(rows), 'row')} to {output}")
 
 
 def gold_import(
@@ -103,7 +104,7 @@ def gold_import(
             )
         write_rows(output, result.rows)
         skipped = f"; {result.skipped} unreviewed skipped" if result.skipped else ""
-        print_err(f"wrote {len(result.rows)} gold rows to {output}{skipped}")
+        print_err(f"wrote {plural(len(result.rows), 'gold row')} to {output}{skipped}")
 
 
 def eval_command(
@@ -164,12 +165,20 @@ def compare(
         a_rows, b_rows = read_runs(a_file, b_file)
         gold_rows = read_gold(gold, prompts_dir, synonyms) if gold is not None else None
         report = compare_report(a_rows, b_rows, gold_rows, synonyms, str(a_file), str(b_file))
+        if not report["totals"]["compared"]:
+            from tagger.errors import UsageError
+
+            totals = report["totals"]
+            raise UsageError(
+                f"{a_file} and {b_file} have no ids in common ({totals['only_a']} only in A, "
+                f"{totals['only_b']} only in B): compare two runs of the same abstracts"
+            )
         if output is not None:
             from tagger.review.reportbook import add_compare_sheets
 
             diff, add_sheets = diff_sheet_rows(report["rows"]), partial(add_compare_sheets, report)
             write_sheet(output, DIFF_COLUMNS, diff, title="compare", extend=add_sheets)
-            print_err(f"wrote {len(report['rows'])} compared rows to {output}")
+            print_err(f"wrote {plural(len(report['rows']), 'compared row')} to {output}")
         if as_json:
             typer.echo(json_text(report))
             return

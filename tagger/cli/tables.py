@@ -192,7 +192,8 @@ def print_eval(report: dict[str, Any], title: str) -> None:
         table.add_row(*row)
     table.add_row("summaries checked", str(summ["rows"]), *blank)
     table.add_row("one line", _pct(summ["one_line"]), *blank)
-    table.add_row("words mean / max", f"{_num(summ['mean_words'])} / {summ['max_words']}", *blank)
+    mean = "n/a" if summ["mean_words"] is None else f"{summ['mean_words']:.1f}"
+    table.add_row("words mean / max", f"{mean} / {summ['max_words']}", *blank)
     table.add_row(f"over {MAX_SUMMARY_WORDS} words", _pct(summ["over_limit"]), *blank)
     table.add_row('"This paper…" openers', _pct(summ["bad_opener"]), *blank)
     console.print(table)

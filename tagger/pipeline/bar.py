@@ -36,15 +36,28 @@ class _LiveColumn(ProgressColumn):
         self.sink = sink
 
     def render(self, task: ProgressTask) -> Text:
-        """The counts of this moment."""
-        return Text(self.sink.status_line(), style="progress.description")
+        """The counts of this moment, cut to what the rest of the line leaves of the terminal."""
+        total = int(task.total or 0)
+        # "tagging", the bar, "N/TOTAL", the time left ("0:00:04", "10:00:00"), one space each.
+        others = len("tagging") + self.sink.bar_width + 2 * len(str(total)) + 1 + 8 + 4
+        width = self.sink.console.width - others
+        # Never wrapped onto a second line: whatever still does not fit ends in "…".
+        return Text(
+            self.sink.status_line(width),
+            style="progress.description",
+            no_wrap=True,
+            overflow="ellipsis",
+        )
 
 
 class BarProgress:
     """The runner's ProgressSink that draws a live line (on stderr, or in a notebook cell)."""
 
     def __init__(self, console: Console, total: int, *, show: bool) -> None:
+        self.console = console
         self.total = total
+        # The bar gives way first on a narrow terminal: the counts say more.
+        self.bar_width = 20 if console.width >= 100 else 10
         self.counts = dict.fromkeys(Status, 0)
         self.stats: RunStats | None = None
         self._live: Callable[[], LiveCounts] | None = None
@@ -52,7 +65,7 @@ class BarProgress:
         if show:
             self._progress = Progress(
                 TextColumn("tagging"),
-                BarColumn(bar_width=20),  # room for the counts on an 80-column terminal
+                BarColumn(bar_width=self.bar_width),
                 MofNCompleteColumn(),
                 TimeRemainingColumn(),
                 _LiveColumn(self),
@@ -71,15 +84,36 @@ class BarProgress:
             if self._progress is not None and self._progress.live.is_started:
                 self._progress.stop()
 
-    def status_line(self) -> str:
-        """'ok 40 · failed 1 · not run 0 · retries 3 · in flight 8 · paused 12 s'."""
-        parts = [f"{name} {count}" for name, count in self.counts.items()]
+    def status_line(self, width: int | None = None) -> str:
+        """'ok 40 · failed 1 · not run 0 · retries 3 · in flight 8 · rate-limit pause 12 s left'.
+
+        Within `width` characters if given: the pause said shorter, then the least telling
+        counts left out (in flight, then retries, then zeros).
+        """
+        counts = [
+            (f"{name} {count}", count > 0 or name is Status.OK)
+            for name, count in self.counts.items()
+        ]
         live = self._live() if self._live is not None and self.stats is None else None
+        extra: list[str] = []
+        pause = ""
         if live is not None:
-            parts += [f"retries {live.retries}", f"in flight {live.in_flight}"]
+            extra = [f"retries {live.retries}", f"in flight {live.in_flight}"]
             if live.pause_left > 0:
-                parts.append(f"rate-limit pause {math.ceil(live.pause_left)} s left")
-        return " · ".join(parts)
+                pause = f"{math.ceil(live.pause_left)} s"
+        shapes = [
+            ([text for text, _ in counts], extra, f"rate-limit pause {pause} left"),
+            ([text for text, _ in counts], extra, f"paused {pause}"),
+            ([text for text, _ in counts], extra[:1], f"paused {pause}"),
+            ([text for text, _ in counts], [], f"paused {pause}"),
+            ([text for text, shown in counts if shown], [], f"paused {pause}"),
+        ]
+        line = ""
+        for numbers, more, paused in shapes:
+            line = " · ".join([*numbers, *more, *([paused] if pause else [])])
+            if width is None or len(line) <= width:
+                break
+        return line
 
     def started(self, live: Callable[[], LiveCounts]) -> None:
         """Keep the reader of the live counts and show the line."""

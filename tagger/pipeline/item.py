@@ -10,6 +10,7 @@ from typing import Any
 from tagger.config import Mode
 from tagger.errors import ConfigError, FormatRejected, RequestFailed
 from tagger.files.abstracts import Abstract
+from tagger.logcontext import about_abstract
 from tagger.pipeline.outcome import Outcome
 from tagger.pipeline.policy import Action, Failure, ItemPolicy, ItemState
 from tagger.pipeline.request import render_messages
@@ -130,7 +131,8 @@ class ItemTagger:
 
     async def tag_abstract(self, abstract: Abstract, key: str) -> Outcome:
         """Tag one abstract of a run (the runner's AbstractTagger)."""
-        return await self.tag(abstract.text, abstract.title)
+        with about_abstract(abstract.source, abstract.line, abstract.id):
+            return await self.tag(abstract.text, abstract.title)
 
     async def tag(self, text: str, title: str | None, start: ItemState | None = None) -> Outcome:
         """Tag one abstract, never raising for its own failures; `start`: a leftover's state."""

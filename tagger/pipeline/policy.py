@@ -26,6 +26,7 @@ from tagger.pipeline.validate import check_answer, cut_off_problem, repair_messa
 from tagger.sending.confidence import AreaConfidence, area_confidence
 from tagger.sending.reply import Reply
 from tagger.usage import NO_USAGE, Usage
+from tagger.wording import plural
 
 if TYPE_CHECKING:
     from tagger.prompting.plan import RunPlan
@@ -178,7 +179,7 @@ class ItemPolicy:
                 turns = (*state.turns, (reply.content, problems))
                 repaired = replace(state, repairs=state.repairs + 1, turns=turns)
                 return Decision(Action.REPAIR, repaired, reason=problems)
-            reason = f"invalid answer after {state.repairs} repair turn(s): {problems}"
+            reason = f"invalid answer after {plural(state.repairs, 'repair turn')}: {problems}"
             return Decision(Action.FAIL, state, reason=reason)
         confidence = area_confidence(reply.logprobs, self.area_ids, answer.get("task_area"))
         return Decision(Action.OK, state, answer=answer, confidence=confidence)

@@ -13,6 +13,7 @@ from tagger.prompting.schema import MAX_TAGS, SUMMARY_WORD_LIMIT, clean_summary
 from tagger.prompting.schema import clean_tags as schema_clean_tags
 from tagger.prompting.taxonomy import Synonyms, Taxonomy
 from tagger.review.sample import sample_fields
+from tagger.wording import plural
 
 REQUIRED_COLUMNS = ("id", "task_area", "method_tags", "summary")
 TRUTHY = frozenset({"y", "yes", "x", "1", "true"})
@@ -139,7 +140,8 @@ def import_sheet(
     missing = [column for column in wanted if column not in header]
     if missing:
         hint = "" if take_all or "reviewed" not in missing else " (or pass --all)"
-        raise UsageError(f"{name}: missing column(s) {', '.join(missing)}{hint}")
+        columns = "column" if len(missing) == 1 else "columns"
+        raise UsageError(f"{name}: missing {columns} {', '.join(missing)}{hint}")
     problems: list[str] = []
     gold: list[dict[str, Any]] = []
     first_row: dict[str, int] = {}
@@ -168,8 +170,11 @@ def import_sheet(
         clean["taxonomy_version"] = taxonomy.version
         gold.append(clean)
     if problems:
-        count = f"{len(problems)} bad cell{'s' if len(problems) != 1 else ''}"
-        raise UsageError(f"{name}: {count}; fix them and import again:\n" + "\n".join(problems))
+        them = "it" if len(problems) == 1 else "them"
+        raise UsageError(
+            f"{name}: {plural(len(problems), 'bad cell')}; fix {them} and import again:\n"
+            + "\n".join(problems)
+        )
     return GoldImport(rows=gold, skipped=skipped)
 
 
