@@ -58,7 +58,12 @@ class Collector:
             if unreadable is not None:  # answered, but not readably: its repair turn says so
                 self._answer(str(custom_id), item, record, {}, unreadable)
                 continue
-            self._line(str(custom_id), item, record, line)
+            try:
+                self._line(str(custom_id), item, record, line)
+            except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+                # Data no reader foresaw fails its own row; the batch is still collected.
+                reason = f"unreadable batch answer ({type(exc).__name__})"
+                self._failed(item, Failure(reason, retryable=False))
         for custom_id in record.custom_ids:  # lines the batch never ran
             item = self.state.items.get(custom_id)
             if item is not None and self._waiting(item, record):
