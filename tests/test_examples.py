@@ -201,6 +201,8 @@ def _scratch(tmp_path: Path, fake_server: StartFake) -> Reader:
         OPENAI_API_KEY=TEST_KEY,
         TAGGER_BATCH_POLL="0.05",
         COLUMNS="100",
+        # Outside a project tagger caches in the user's cache directory: this one, not theirs.
+        XDG_CACHE_HOME=str(workdir / ".user-cache"),
     )
     return Reader(workdir, env)
 
