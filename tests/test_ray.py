@@ -72,18 +72,17 @@ def _tag_actor_pids() -> list[int]:
     return pids
 
 
-def _freeze(fake: FakeLLM, earlier: set[int]) -> set[str]:
-    """Hold every answer until each of this run's actors has all its slots waiting: nothing is
-    answered or cached after this; the abstracts whose requests are held (those in flight)."""
+def _freeze(fake: FakeLLM) -> None:
+    """Hold every answer until a full actor's worth of requests waits: nothing is answered or
+    cached after this."""
+    fake.hold()
+    wait_until(lambda: len(fake.held) >= CONCURRENCY, "an actor's requests in flight")
+
+
+def _held(fake: FakeLLM) -> set[str]:
+    """The abstracts whose requests are held: those in flight while answers are held."""
     from tests.scalehelpers import abstract_in_request
 
-    fake.hold()
-
-    def blocked() -> bool:
-        actors = set(_tag_actor_pids()) - earlier
-        return bool(actors) and len(fake.held) >= CONCURRENCY * len(actors)
-
-    wait_until(blocked, "every actor's requests in flight")
     return {text for rec in fake.held if (text := abstract_in_request(rec))}
 
 
@@ -195,7 +194,7 @@ def test_a_bad_record_is_a_row_and_base_urls_spread_the_actors(
     assert len(_chats(first)) + len(_chats(second)) == 38
 
 
-def test_killing_an_actor_mid_run_loses_only_what_was_in_flight(
+def test_killing_the_actors_mid_run_loses_only_what_was_in_flight(
     ray_cluster: str, fake_server: Any, tmp_path: Path
 ) -> None:
     fake = fake_server()
@@ -216,11 +215,16 @@ def test_killing_an_actor_mid_run_loses_only_what_was_in_flight(
         )
 
     earlier = set(_tag_actor_pids())  # an earlier test's actors may still be ending
+    killed: set[int] = set()
     driver = threading.Thread(target=run)
     driver.start()
     wait_until(lambda: len(_chats(fake)) >= 150, "some answers")
-    in_flight = _freeze(fake, earlier)
-    os.kill(min(set(_tag_actor_pids()) - earlier), signal.SIGKILL)
+    _freeze(fake)
+    killed |= set(_tag_actor_pids()) - earlier
+    for pid in killed:  # whichever holds the requests: all of them
+        os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not set(_tag_actor_pids()) & killed, "the killed actors to end")
+    in_flight = _held(fake)
     fake.stop_holding()
     driver.join(timeout=240)
     assert not driver.is_alive()
@@ -228,7 +232,7 @@ def test_killing_an_actor_mid_run_loses_only_what_was_in_flight(
     assert [r["id"] for r in rows] == inputs.ids
     assert {r["status"] for r in rows} == {"ok"}
     twice = _sent_twice(fake, inputs)
-    assert twice and twice <= in_flight  # the lost actor's requests, and no other
+    assert twice and twice <= in_flight  # the lost actors' requests, and no other
 
 
 def test_killing_the_driver_then_rerunning_pays_only_for_what_was_in_flight(
@@ -249,10 +253,11 @@ def test_killing_the_driver_then_rerunning_pays_only_for_what_was_in_flight(
         return sum(part.read_text().count("\n") for part in find_parts([parts_dir(out)]))
 
     wait_until(lambda: parts_dir(out).is_dir() and written() >= 60, "rows in a part", driver, log)
-    in_flight = _freeze(fake, earlier)
+    _freeze(fake)
     driver.send_signal(signal.SIGKILL)
     driver.wait()
     wait_until(lambda: not set(_tag_actor_pids()) - earlier, "the dead driver's actors to end")
+    in_flight = _held(fake)
     fake.stop_holding()
     rerun = run_cli(args, tmp_path, timeout=240)  # the same command again
     assert rerun.returncode == 0, rerun.stdout.decode()
