@@ -29,6 +29,14 @@ _ENV_NAMES = (
 # --- fake servers: one factory, and the usual servers built with it --------------------------
 
 
+@pytest.fixture(autouse=True)
+def user_cache_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The user's cache directory (platformdirs reads XDG_CACHE_HOME), one per test: a run
+    outside any project caches there, never in the real home, and no test sees another's."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
+    return tmp_path / "user-cache"
+
+
 @pytest.fixture
 def fake_server() -> Iterator[StartFake]:
     """Start fake servers: fake_server(**FakeLLM options) -> a started FakeLLM.
@@ -82,8 +90,6 @@ def cli_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
-    # No project here: a run without --cache-dir uses the user's cache directory, kept here too.
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
     return work
 
 

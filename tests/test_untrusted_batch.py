@@ -157,9 +157,11 @@ def _key_echo(user: str, body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-def _assert_no_key(cli: TaggerCLI, *texts: str) -> None:
+def _assert_no_key(cli: TaggerCLI, *texts: str, batch: bool) -> None:
+    """Not in any file written (output, manifest, cache, job file), nor in what was printed."""
     files = [p for p in cli.tmp.rglob("*") if p.is_file()]
-    assert any(p.is_relative_to(cli.cache_dir / "batches") for p in files) or not texts
+    assert any(p.is_relative_to(cli.cache_dir) for p in files)  # the search covers the cache
+    assert any(p.is_relative_to(cli.cache_dir / "batches") for p in files) == batch
     for path in files:
         data = path.read_bytes()
         if path.is_relative_to(cli.tmp / "inputs"):
@@ -185,7 +187,7 @@ def test_a_server_echoing_the_key_leaves_it_nowhere(tagger_cli: TaggerCLI, path:
     assert result.exit_code in (0, 1), result.output
     rows = tagger_cli.rows()
     assert any("***" in (row["summary"] or "") for row in rows)
-    _assert_no_key(tagger_cli, result.output) if path == "batch" else None
+    _assert_no_key(tagger_cli, result.output, batch=path == "batch")
     for row in rows:
         assert TEST_KEY[-8:] not in json.dumps(row)
     assert TEST_KEY[-8:] not in result.output
@@ -248,9 +250,11 @@ def test_a_huge_integer_logprob_keeps_the_paid_answer_and_its_tokens(
     tagger_cli: TaggerCLI, path: str
 ) -> None:
     def huge_logprob(user: str, body: dict[str, Any]) -> RawJSON:
-        choice = body["choices"][0]
-        choice["logprobs"] = {"content": [{"token": "{", "logprob": "HUGE", "bytes": None,
-                                           "top_logprobs": []}]}  # fmt: skip
+        # The fake's own tokens, which spell the answer, each with a 400-digit logprob.
+        tokens = body["choices"][0]["logprobs"]["content"]
+        assert tokens, "the fake sent no logprobs to spoil"
+        for token in tokens:
+            token["logprob"] = "HUGE"
         return RawJSON(json.dumps(body).replace('"HUGE"', "-1" + "0" * 400).encode())
 
     tagger_cli.fake.reply_hook = huge_logprob

@@ -53,7 +53,7 @@ def test_without_a_project_the_cache_is_the_users_cache_directory(
     args = ["run", small, "-o", tagger_cli.out, "--base-url", tagger_cli.fake.base_url]
     result = tagger_cli.invoke([*args, "--api-key", TEST_KEY])
     assert result.exit_code == 0, result.output
-    user_cache = tagger_cli.tmp / "user-cache" / "tagger"  # XDG_CACHE_HOME, set by cli_env
+    user_cache = tagger_cli.tmp / "user-cache" / "tagger"  # XDG_CACHE_HOME (conftest)
     assert user_cache.is_dir() and not (cli_env / "cache").exists()
     stats = tagger_cli.invoke(["cache", "stats", "--json"])
     assert json.loads(stats.stdout)["entries"] == 2

@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 # Lines a batch never ran because it ended first: resubmitted, never failed for it.
 NOT_RUN_CODES = frozenset({"batch_expired", "batch_cancelled"})
 TOKEN_LIMIT = "token_limit_exceeded"
+# Batches that may end before running a line (expired, cancelled) before it fails:
+# such a line costs nothing, so --max-attempts does not bound it; this bounds the waiting.
+MAX_UNRUN = 5
 # The custom_id of a line too deep to parse: tagger's ids lead the line, as the API's do.
 _CUSTOM_ID = re.compile(r'"custom_id"\s*:\s*"([0-9a-f]{64})"')
 _CUSTOM_ID_SCAN = 4096
@@ -55,7 +58,12 @@ class Collector:
             if unreadable is not None:  # answered, but not readably: its repair turn says so
                 self._answer(str(custom_id), item, record, {}, unreadable)
                 continue
-            self._line(str(custom_id), item, record, line)
+            try:
+                self._line(str(custom_id), item, record, line)
+            except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+                # Data no reader foresaw fails its own row; the batch is still collected.
+                reason = f"unreadable batch answer ({type(exc).__name__})"
+                self._failed(item, Failure(reason, retryable=False))
         for custom_id in record.custom_ids:  # lines the batch never ran
             item = self.state.items.get(custom_id)
             if item is not None and self._waiting(item, record):
@@ -84,8 +92,8 @@ class Collector:
         error = line.get("error")
         error = error if isinstance(error, dict) else {}
         code, message = error.get("code") or "error", error.get("message") or "no message"
-        if code in NOT_RUN_CODES:  # never sent: worth another try, as a request without reply
-            self._failed(item, Failure(f"{code}: {message}", retryable=True))
+        if code in NOT_RUN_CODES:  # never run: worth another try, as a request without reply
+            self._not_run(item, f"{code}: {message}")
         else:
             self._failed(item, Failure(f"batch request failed: {code}: {message}", retryable=False))
 
@@ -147,9 +155,25 @@ class Collector:
             reason = f"batch {info.batch_id} failed: {detail or 'no reason given'}"
             self._failed(item, Failure(reason, retryable=False))
             return
+        reason = f"batch {info.batch_id} ended {info.status} before answering it"
         if info.status == "failed":  # the organisation's queue was full: not this item's fault
             item.attempts -= 1
-        reason = f"batch {info.batch_id} ended {info.status} before answering it"
+            self._failed(item, Failure(reason, retryable=True))
+        else:
+            self._not_run(item, reason)
+
+    def _not_run(self, item: ItemState, reason: str) -> None:
+        """A line the batch never ran (it expired or was cancelled first): it cost nothing, so
+        it is no attempt; resubmitted, up to MAX_UNRUN rounds, then failed saying so."""
+        item.attempts = max(0, item.attempts - 1)
+        item.unrun += 1
+        if item.unrun > MAX_UNRUN:
+            reason = (
+                f"{reason}; {item.unrun} batches ended before running it (each may take 24 h): "
+                "rerun later, or without --batch to tag it live"
+            )
+            self._failed(item, Failure(reason, retryable=False))
+            return
         self._failed(item, Failure(reason, retryable=True))
 
     def _failed(self, item: ItemState, failure: Failure) -> None:

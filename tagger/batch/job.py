@@ -105,6 +105,8 @@ async def run_batch_job(
             left = any(item.status in ("pending", "repair") for item in job.items.values())
             job.status = "active" if left else "finished"  # a cancelled job carries on later
             rounds.save()
+            if job.status == "finished":  # uploaded long ago, read no more
+                jobfile.remove_input_files(config.cache_dir, job.job_id)
         return BatchResult(job, stats, costs, manifest)
     except BaseException:
         if target is not None:

@@ -43,6 +43,7 @@ class ItemState(BaseModel):
     attempts: Count = 0  # requests submitted for it, repairs and resubmissions included
     repairs: Count = 0
     cutoffs: Count = 0  # times asked again with a bigger token budget after a cut-off answer
+    unrun: Count = 0  # batches that ended (expired, cancelled) before running its line
     error: Text | None = None  # why it failed (failed, not_run) or its last request failed
     # Invalid answers and what was wrong with each, sent back in order as its repair turns
     # (tagger.batch.items bounds them when they are read back).

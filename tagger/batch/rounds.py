@@ -91,7 +91,8 @@ class BatchRounds:
         """Whether an item goes into the next round (with --finish-live: only if never sent)."""
         if item.status not in ("pending", "repair"):
             return False
-        return not self.batch.finish_live or item.attempts == 0
+        never_sent = item.attempts == 0 and item.unrun == 0  # an unrun line cost no attempt
+        return not self.batch.finish_live or never_sent
 
     def _build_round(self) -> None:
         state = self.state

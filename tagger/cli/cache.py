@@ -46,16 +46,46 @@ def cache_clear(
     cache_dir: CacheDirOpt = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
 ) -> None:
-    """Delete every cached answer (they cost money to get again)."""
+    """Delete every cached answer (they cost money to get again).
+
+    Refused while batch jobs are in flight: their answers are collected into this cache.
+    """
+    from tagger.batch import jobfile
     from tagger.pipeline.cache import clear_cache
 
     with errors():
         cache_dir = cache_dir_or_default(cache_dir)
+        jobs = jobfile.list_jobs(cache_dir)  # a job file that does not check out: one line
+        cancelled = {
+            job.job_id for job in jobs if jobfile.cancel_marker(cache_dir, job.job_id).exists()
+        }
+        active = [
+            job.job_id for job in jobs if job.status == "active" and job.job_id not in cancelled
+        ]
+        if active:
+            raise UsageError(
+                f"{len(active)} batch job(s) in flight in {jobfile.jobs_dir(cache_dir)} "
+                f"({', '.join(active)}): collect them (`tagger batch list` shows the command) "
+                "or cancel them (`tagger batch cancel JOB`) first; nothing cleared"
+            )
         if not yes and not _confirm(f"Delete every cached answer in {cache_dir}?"):
             print_err("nothing cleared")
             return
         removed = clear_cache(cache_dir)
+        for job in jobs:
+            jobfile.remove_input_files(cache_dir, job.job_id)
         typer.echo(f"removed {removed} answers from {cache_dir}")
+        if jobs:
+            left = (
+                f" ({len(cancelled)} cancelled: rerunning its command resubmits all)"
+                if cancelled
+                else ""
+            )
+            typer.echo(
+                f"removed the input files of {len(jobs)} finished or cancelled batch job(s)"
+                f"{left}; their job files stay in {jobfile.jobs_dir(cache_dir)} as a record "
+                "(`tagger batch list`)"
+            )
 
 
 def _confirm(question: str) -> bool:

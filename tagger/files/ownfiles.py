@@ -6,7 +6,7 @@ The marks: a run row carries `prompt_hash` and `taxonomy_version`, a gold row `t
 `taxonomy_version`; a review sheet's header (export, sample) names `prompt_hash` and
 `taxonomy_version`, a compare diff's `status_a`, `status_b`, `area_a` and `area_b`; a manifest
 or sample design holds `tagger_version` (and is named `*.manifest.json` / `*.design.json`);
-every XLSX tagger writes has "tagger" as its creator.
+every XLSX tagger writes has "tagger" as its creator; `OUT.partial` and `OUT.lock` are named so.
 """
 
 from __future__ import annotations
@@ -31,11 +31,14 @@ _GOLD_ROW = frozenset({"task_area", "taxonomy_version"})
 _REVIEW_SHEET = frozenset({"prompt_hash", "taxonomy_version"})
 _DIFF_SHEET = frozenset({"status_a", "status_b", "area_a", "area_b"})
 _OWN_JSON_NAMES = (".manifest.json", ".design.json")
+_NAMED = {".partial": "unfinished run output", ".lock": "run lock file"}
 
 
 def own_file_kind(path: Path) -> str | None:
     """What tagger wrote this file as ("run output", "gold set", ...), else None."""
     suffix = path.suffix.lower()
+    if suffix in _NAMED:  # beside an output while a run writes it (or after it stopped)
+        return _NAMED[suffix]
     try:
         if suffix == ".jsonl":
             return _jsonl_kind(path)

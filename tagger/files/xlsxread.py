@@ -15,6 +15,11 @@ MAX_ROWS = 1_048_576  # Excel's own maximum
 MAX_CELLS = 10_000_000  # non-empty cells: 500,000 review rows of 19 columns
 # Sum of the unpacked parts: a 100,000-abstract review sheet unpacks to ~300 MB.
 MAX_UNPACKED_BYTES = 1024**3
+# The cells' text, shared strings expanded, against what the file unpacks to: a cell names a
+# shared string by its index, so 10 KB can repeat one long string in a million cells. Review
+# sheets repeat only short values (areas, model names); beyond this it is an amplification.
+MAX_EXPANSION = 8
+_EXPANSION_FLOOR = 1 << 20  # characters always allowed, however small the file
 
 
 def _cell_text(value: Any) -> str:
@@ -34,7 +39,7 @@ def _column_name(number: int) -> str:
     return str(get_column_letter(number))
 
 
-def _check_unpacked_size(path: Path) -> None:
+def _check_unpacked_size(path: Path) -> int:
     """Refuse a file whose parts unpack to more than MAX_UNPACKED_BYTES (a zip bomb)."""
     try:
         with zipfile.ZipFile(path) as archive:
@@ -47,6 +52,7 @@ def _check_unpacked_size(path: Path) -> None:
             f"{path}: unpacks to {unpacked:,} bytes, more than tagger reads "
             f"({MAX_UNPACKED_BYTES:,}): split the sheet or save it as .csv"
         )
+    return unpacked
 
 
 def read_xlsx_rows(path: Path) -> Iterator[list[str]]:
@@ -57,7 +63,8 @@ def read_xlsx_rows(path: Path) -> Iterator[list[str]]:
     """
     from openpyxl import load_workbook
 
-    _check_unpacked_size(path)
+    unpacked = _check_unpacked_size(path)
+    max_text = min(MAX_UNPACKED_BYTES, MAX_EXPANSION * unpacked + _EXPANSION_FLOOR)
     try:
         book = load_workbook(path, read_only=True, data_only=True)
     except Exception as exc:  # openpyxl raises many types for a damaged or foreign file
@@ -65,7 +72,7 @@ def read_xlsx_rows(path: Path) -> Iterator[list[str]]:
     try:
         sheet = book.worksheets[0]
         sheet.reset_dimensions()
-        cells = 0
+        cells = text = 0
         for number, values in enumerate(sheet.iter_rows(values_only=True), start=1):
             # Checked on the empty rows openpyxl yields for a gap too: a row at 10**9 must be
             # refused before a billion of them, not after.
@@ -78,6 +85,13 @@ def read_xlsx_rows(path: Path) -> Iterator[list[str]]:
                 continue
             row = _bounded(path, number, values)
             cells += len(row) - row.count("")
+            text += sum(map(len, row))
+            if text > max_text:
+                raise UsageError(
+                    f"{path}: its cells expand to more than {max_text:,} characters from "
+                    f"{unpacked:,} unpacked bytes (a long text repeated through shared "
+                    "strings): save the sheet as .csv, or remove the repeated cells"
+                )
             if cells > MAX_CELLS:
                 raise UsageError(
                     f"{path}: more than {MAX_CELLS:,} filled cells, more than tagger reads: "

@@ -8,7 +8,6 @@ is not such an object, is skipped and counted, never trusted.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
+from tagger import jsondata
 from tagger.errors import UsageError
 from tagger.files.atomic import write_failed
 from tagger.files.rows import Row
@@ -87,7 +87,7 @@ def _part_row(line: str) -> PartRow | None:
     if len(line) > _MAX_LINE_CHARS or not line.endswith("\n"):
         return None  # the last line of a killed run's part, cut short
     try:
-        value = json.loads(line)
+        value = jsondata.parse_json(line)  # bounded: a planted line fails itself, not the merge
     except ValueError:
         return None
     if not isinstance(value, dict) or not isinstance(value.get("row"), dict):
@@ -131,7 +131,7 @@ class PartWriter:
     def write(self, rows: Sequence[dict[str, Any]]) -> None:
         """Append rows ({"key", "row"} objects) and push them to the operating system."""
         try:
-            self._stream.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+            self._stream.write("".join(jsondata.dumps(r) + "\n" for r in rows))
             self._stream.flush()
         except OSError as exc:
             raise write_failed(self.path, exc) from exc
