@@ -81,3 +81,13 @@ def test_module_map_lists_every_module_once_and_nothing_else() -> None:
         "remove those in the second"
     )
     assert len(mapped) == len(set(mapped)), "a module is listed twice"
+
+
+def test_output_page_has_one_row_per_field_of_the_row_model_in_order() -> None:
+    from tagger import Row
+
+    page = (DOCS / "output.md").read_text(encoding="utf-8")
+    documented = re.findall(r"^\| `(\w+)` \|", page.split("## ", 1)[0], flags=re.M)
+    assert documented == list(Row.model_fields), (
+        "docs/output.md's field table must list every field of tagger.Row, one per row, in order"
+    )
