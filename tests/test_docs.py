@@ -29,6 +29,10 @@ def test_readme_test_command_is_what_ci_runs() -> None:
     assert "mkdocs build --strict" in ci
     blocks = _fenced_commands(README.read_text(encoding="utf-8"))
     assert any(block.strip() == ci for block in blocks), ci
+    for page in [README, *DOCS.glob("*.md")]:
+        for line in page.read_text(encoding="utf-8").splitlines():
+            if line.startswith("pip install -e '.[dev]' && "):
+                assert line == ci, f"{page.name}: the test command differs from .ci/run's"
 
 
 def test_readme_links_reach_existing_docs_pages() -> None:

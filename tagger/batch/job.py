@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import shlex
 import sys
 import time
@@ -11,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tagger import jsondata
 from tagger.batch import jobfile
 from tagger.batch.api import BatchAPI
 from tagger.batch.finish import BatchCosts, batch_manifest, write_rows
@@ -176,7 +176,8 @@ def _mode(config: RunConfig, output: Path | None) -> Mode:
         return config.mode
     if output is not None:
         try:
-            recorded = json.loads(manifest_path(output).read_text(encoding="utf-8")).get("mode")
+            text = manifest_path(output).read_text(encoding="utf-8")
+            recorded = jsondata.parse_json(text).get("mode")  # bounded: a planted manifest
             return Mode(recorded)
         except (OSError, ValueError, AttributeError, TypeError):
             pass
