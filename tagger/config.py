@@ -45,7 +45,7 @@ class ServiceTier(StrEnum):
     FLEX = "flex"
 
 
-ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 
 
 class ClientConfig(BaseModel):
@@ -67,6 +67,10 @@ class ClientConfig(BaseModel):
     # None: the prompt's [params], else the cheapest the model family takes (sending.families).
     reasoning_effort: ReasoningEffort | None = None
     service_tier: ServiceTier | None = None  # None: not sent (the server's default tier)
+    # The server applies OpenAI's model rules (a model tagger does not know gets today's
+    # reasoning-model rules). None: by the host (OpenAI's API, Azure OpenAI); a run sets True
+    # when the server's model list says the model is OpenAI's (tagger.sending.models).
+    openai_server: bool | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -89,6 +93,13 @@ class ClientConfig(BaseModel):
     def effective_base_url(self) -> str:
         """The base URL requests go to, without trailing slash."""
         return (self.base_url or defaults.BASE_URL).rstrip("/")
+
+    @property
+    def openai_api(self) -> bool:
+        """Whether the server applies OpenAI's model rules (see openai_server)."""
+        if self.openai_server is not None:
+            return self.openai_server
+        return is_openai_host(self.effective_base_url) or is_azure_host(self.effective_base_url)
 
 
 class BatchConfig(BaseModel):
@@ -141,6 +152,31 @@ class RunConfig(BaseModel):
         if isinstance(value, str) and not value.strip():
             raise ValueError("--cache-dir is empty: name a directory")
         return value
+
+
+OPENAI_HOSTS = ("api.openai.com",)
+AZURE_HOST_SUFFIXES = (
+    ".openai.azure.com",
+    ".services.ai.azure.com",
+    ".cognitiveservices.azure.com",
+)
+
+
+def _host(url: str) -> str:
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return ""
+
+
+def is_openai_host(url: str) -> bool:
+    """OpenAI's own API (the default base URL)."""
+    return _host(url) in OPENAI_HOSTS
+
+
+def is_azure_host(url: str) -> bool:
+    """Azure OpenAI: --model names a deployment of one of OpenAI's models."""
+    return _host(url).endswith(AZURE_HOST_SUFFIXES)
 
 
 def check_base_url(url: str) -> str:

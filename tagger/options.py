@@ -68,7 +68,7 @@ class RunOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    model: str = defaults.MODEL
+    model: str | None = None  # None: a local server's only model, else defaults.MODEL
     base_url: str | None = None
     api_key: SecretStr | None = None
     prompt: str | None = None  # NAME@VERSION; None: the newest
@@ -150,7 +150,7 @@ class RunOptions(BaseModel):
         try:
             return RunConfig(
                 client=ClientConfig(
-                    model=self.model,
+                    model=self.model or defaults.MODEL,
                     base_url=self.base_url or None,
                     api_key=self.api_key
                     if self.api_key and self.api_key.get_secret_value()

@@ -194,6 +194,12 @@ class FakeLLM:
         self.answers_as: str | None = None
         # Rules for names tagger's table does not know (a new model, another vendor's).
         self.model_rules: dict[str, ModelRules] = {}
+        # GET /v1/models as OpenAI lists them ("system" owns OpenAI's models; a local server
+        # names itself: "llamacpp", "vllm"); each model's optional `shutdown_date`.
+        self.owned_by = "system" if openai_rules else "llamacpp"
+        self.shutdown_dates: dict[str, str] = {}
+        # The whole body of GET /v1/models instead (bytes: sent as they are), for attacks.
+        self.models_body: bytes | dict[str, Any] | None = None
         self.base_url = ""
         self.history: list[Recorded] = []
         self.json_schema_support = "ok"
@@ -471,10 +477,11 @@ class FakeLLM:
             return _error(401)
         if rec.method == "GET" and rec.path.rstrip("/") == "/v1/models":
             # Serving any name: an OpenAI-like fake lists OpenAI's names, another lists none.
+            if self.models_body is not None:
+                return 200, self.models_body, {}
             listed = [*CATALOGUE, *self.model_rules] if self.openai_rules else []
             ids = self.models if self.models is not None else listed
-            data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in ids]
-            return 200, {"object": "list", "data": data}, {}
+            return 200, {"object": "list", "data": [self._model_object(m) for m in ids]}, {}
         if rec.method == "POST" and rec.path.rstrip("/") == "/v1/chat/completions":
             return await self._chat(rec, reader)
         if rec.method == "GET" and rec.path.rstrip("/") == "/v1/stats":  # for benchmarks
@@ -482,6 +489,15 @@ class FakeLLM:
         if self.batches is not None and (reply := self.batches.dispatch(rec)) is not None:
             return reply
         return _error(404, f"Unknown request URL: {rec.method} {rec.path}.", code="unknown_url")
+
+    def _model_object(self, model: str) -> dict[str, Any]:
+        """One entry of GET /v1/models, as OpenAI's API reference describes the model object."""
+        entry: dict[str, Any] = {
+            "id": model, "object": "model", "created": 1_700_000_000, "owned_by": self.owned_by
+        }  # fmt: skip
+        if model in self.shutdown_dates:
+            entry["shutdown_date"] = self.shutdown_dates[model]
+        return entry
 
     def _next_fault(self, user: str) -> str:
         """Pop the next scripted fault (matching scripts first), else draw a random one."""

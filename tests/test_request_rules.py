@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tagger.errors import UsageError
 from tagger.sending.families import family_of
 from tagger.sending.params import RequestRules, refusal_of
 
@@ -15,16 +16,91 @@ def _rules(model: str, **options: object) -> RequestRules:
 
 
 def test_a_chat_model_gets_the_prompts_params_and_logprobs() -> None:
+    # max_tokens is deprecated in OpenAI's API description: every chat model takes the new name.
     body = _rules("gpt-4o-mini").body_params(PROMPT)
-    assert body == {"logprobs": True, "top_logprobs": 5, "temperature": 0.0, "max_tokens": 400}
+    assert body == {
+        "logprobs": True, "top_logprobs": 5, "temperature": 0.0, "max_completion_tokens": 400
+    }  # fmt: skip
 
 
-def test_a_chat_model_is_sent_no_reasoning_effort_whoever_asks() -> None:
+def test_a_chat_model_is_sent_no_reasoning_effort_and_refuses_the_option() -> None:
     params = {**PROMPT, "reasoning_effort": "low"}
-    rules = RequestRules.for_model(
-        "gpt-4o-mini", logprobs=True, prompt_params=params, reasoning_effort="high"
-    )
+    rules = RequestRules.for_model("gpt-4o-mini", logprobs=True, prompt_params=params)
     assert "reasoning_effort" not in rules.body_params(params)
+    with pytest.raises(UsageError, match="gpt-4o-mini does not reason"):
+        _rules("gpt-4o-mini", reasoning_effort="high")
+
+
+@pytest.mark.parametrize(
+    ("model", "effort", "takes"),
+    [
+        ("gpt-5.4-nano", "minimal", "none, low, medium, high or xhigh"),
+        ("gpt-5-mini", "none", "minimal, low, medium or high"),
+        ("gpt-6.1-sol", "none", "low, medium, high, xhigh or max"),
+        ("o4-mini", "xhigh", "low, medium or high"),
+    ],
+)
+def test_an_effort_the_family_does_not_take_is_refused_naming_what_it_takes(
+    model: str, effort: str, takes: str
+) -> None:
+    with pytest.raises(UsageError, match=f"{model} takes --reasoning-effort {takes} .*'{effort}'"):
+        _rules(model, reasoning_effort=effort)
+    # A prompt's effort is the prompt's default for any model: the family's cheapest instead.
+    params = {**PROMPT, "reasoning_effort": effort}
+    rules = RequestRules.for_model(model, logprobs=True, prompt_params=params)
+    assert rules.reasoning_effort == family_of(model).efforts[0]  # type: ignore[union-attr]
+
+
+def test_flex_for_a_model_without_it_is_refused_before_sending() -> None:
+    with pytest.raises(UsageError, match="gpt-4o-mini is not offered at --service-tier flex"):
+        _rules("gpt-4o-mini", service_tier="flex")
+    assert _rules("gpt-5.4-nano", service_tier="flex").body_params(PROMPT)["service_tier"] == "flex"
+    # Not known either way (a new family, a model the table lacks): sent, the server decides.
+    assert _rules("gpt-5.6-terra", service_tier="flex").service_tier == "flex"
+    assert _rules("acme", service_tier="flex", openai_api=True).service_tier == "flex"
+
+
+@pytest.mark.parametrize(
+    ("model", "effort", "samples"),
+    [
+        ("gpt-5.5", "none", True),
+        ("gpt-5.6-sol", "none", True),
+        ("gpt-5.6-terra", "none", True),
+        ("gpt-5.6-luna-2026-07-09", "none", True),
+        ("gpt-6-luna", "none", True),
+        ("gpt-6-sol", "none", True),
+        ("gpt-6.1-terra", "none", True),
+        ("gpt-6.1-sol", "low", False),
+        ("gpt-6-astra", "low", False),
+        ("gpt-6.2-nova", "none", True),  # a gpt-6 name tagger has never heard of
+    ],
+)
+def test_todays_families_are_known(model: str, effort: str, samples: bool) -> None:
+    body = _rules(model).body_params(PROMPT)
+    assert body["reasoning_effort"] == effort and "max_tokens" not in body
+    assert ("temperature" in body and "logprobs" in body) is samples
+
+
+def test_an_unknown_model_on_openais_api_gets_todays_reasoning_rules() -> None:
+    for rules in (_rules("acme-reasoner", openai_api=True), _served_as_openai("acme-reasoner")):
+        assert rules.body_params(PROMPT) == {
+            "max_completion_tokens": 400, "reasoning_effort": "none"
+        }  # fmt: skip
+    # A server that is not OpenAI's: the prompt's [params] as they are (what vLLM, Ollama,
+    # llama.cpp and LM Studio document that they take).
+    assert _rules("acme-reasoner").body_params(PROMPT)["max_tokens"] == 400
+    # Known to be OpenAI's only later (its model list): not after it taught the run something.
+    rules = _rules("acme-reasoner")
+    message = "Unsupported parameter: 'temperature' is not supported with this model."
+    refusal = refusal_of(400, {"detail": message}, message, rules.body_params(PROMPT))
+    assert refusal is not None and rules.learn(refusal)
+    assert rules.serve_as_openai() is False
+
+
+def _served_as_openai(model: str) -> RequestRules:
+    rules = _rules(model)
+    assert rules.serve_as_openai() is True
+    return rules
 
 
 @pytest.mark.parametrize(

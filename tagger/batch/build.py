@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from tagger import jsondata
 from tagger.batch.api import ENDPOINT
@@ -20,7 +20,11 @@ from tagger.pipeline.policy import ItemPolicy
 from tagger.pipeline.request import build_request, render_messages, request_rules
 from tagger.pricing import PriceTable, count_text_tokens, estimate_tokens
 from tagger.prompting.plan import RunPlan
+from tagger.sending.params import RequestRules
 from tagger.usage import Usage
+
+# Lines looked at for distinct body shapes before a round (tagger.batch.canary).
+CANARY_LOOKAHEAD = 200
 
 
 class SpendCap:
@@ -163,6 +167,38 @@ def _not_ours(path: Path, reason: str) -> ConfigError:
         f"batch input file {path} is not the one tagger wrote ({reason}): nothing was sent; "
         "remove it and rerun to rebuild it"
     )
+
+
+def line_builders(
+    state: JobState,
+    plan: RunPlan,
+    abstracts: Iterable[Abstract],
+    wanted_item: Callable[[ItemState], bool],
+    rules: RequestRules,
+    limit: int = CANARY_LOOKAHEAD,
+) -> Iterator[Callable[[], dict[str, Any]]]:
+    """The bodies the next round's first lines will carry, each built with `rules` as they are
+    when called (tagger.batch.canary sends them live before the round is written)."""
+    mode = Mode(state.mode)
+    policy = ItemPolicy.for_plan(plan)
+    model = plan.config.client.model
+    for abstract in abstracts:
+        if limit <= 0:
+            return
+        key = plan.item_key(abstract)
+        item = state.items.get(key)
+        if item is None or not wanted_item(item):
+            continue
+        limit -= 1
+        rendered = render_messages(
+            plan.prompt, plan.taxonomy, plan.schema, abstract.text, abstract.title, mode
+        )
+        messages, params = policy.request(policy_state(item, policy), rendered)
+
+        def build(m: list[dict[str, str]] = messages, p: dict[str, Any] = params) -> dict[str, Any]:
+            return build_request(model, m, mode, plan.schema, p, rules=rules)
+
+        yield build
 
 
 def build_round(

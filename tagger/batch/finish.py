@@ -118,12 +118,17 @@ def _guard(job: JobState, plan: RunPlan, prices: PriceTable) -> SpendGuard | Non
 def add_batch_part(stats: RunStats, job: JobState, prices: PriceTable, model: str) -> BatchCosts:
     """Count the batch requests, repairs and tokens into the run's stats; their costs."""
     batch_usage = Usage.from_fields(job.usage)
+    # The live test requests before each round (tagger.batch.canary): live-priced requests.
+    canary = Usage.from_fields(job.canary_usage)
     live_part = stats.cost
+    if live_part is not None and job.canary_requests:
+        canary_cost = prices.cost(model, canary)
+        live_part = None if canary_cost is None else live_part + canary_cost
     batch_cost = prices.cost(model, batch_usage, batch=True)
     at_live_prices = prices.cost(model, batch_usage)
-    stats.requests += job.requests
+    stats.requests += job.requests + job.canary_requests
     stats.repairs += job.repairs
-    stats.usage += batch_usage
+    stats.usage += batch_usage + canary
     stats.cost = None if batch_cost is None or live_part is None else batch_cost + live_part
     live_cost = None if at_live_prices is None or live_part is None else at_live_prices + live_part
     return BatchCosts(batch_usage, stats.cost, live_cost)
@@ -138,6 +143,8 @@ def batch_manifest(job: JobState, costs: BatchCosts) -> dict[str, Any]:
         "requests": job.requests,
         "repairs": job.repairs,
         **Usage.from_fields(job.usage).as_fields(),
+        "canary_requests": job.canary_requests,
+        "canary_tokens": Usage.from_fields(job.canary_usage).as_fields(),
         "cost_usd": costs.cost,
         "live_cost_usd": costs.live_cost,
         "batches": [

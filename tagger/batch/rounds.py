@@ -10,7 +10,14 @@ from typing import Protocol
 
 from tagger.batch import jobfile
 from tagger.batch.api import BatchAPI, BatchInfo
-from tagger.batch.build import InputFiles, SpendCap, build_round, open_input_file
+from tagger.batch.build import (
+    InputFiles,
+    SpendCap,
+    build_round,
+    line_builders,
+    open_input_file,
+)
+from tagger.batch.canary import send_canary
 from tagger.batch.collect import TOKEN_LIMIT, Collector
 from tagger.batch.jobfile import BatchRecord, ItemState, JobState
 from tagger.config import RunConfig
@@ -19,8 +26,12 @@ from tagger.files.abstracts import Abstract
 from tagger.jsondata import jsonl_lines
 from tagger.pipeline.cache import AnswerCache
 from tagger.pipeline.policy import ItemPolicy
+from tagger.pipeline.request import request_rules
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
+from tagger.sending.client import LLMClient
+from tagger.sending.gate import SendGate
+from tagger.usage import Usage
 
 log = logging.getLogger(__name__)
 # Rounds in a row in which the enqueued-token limit failed every batch before tagger gives up.
@@ -85,7 +96,7 @@ class BatchRounds:
             if jobfile.cancel_marker(self.config.cache_dir, self.state.job_id).exists():
                 log.warning("batch job %s was cancelled: nothing resubmitted", self.state.job_id)
                 return True  # the rest are written as not run; rerunning resubmits them
-            self._build_round()
+            await self._build_round()
 
     def _next_round(self, item: ItemState) -> bool:
         """Whether an item goes into the next round (with --finish-live: only if never sent)."""
@@ -94,7 +105,8 @@ class BatchRounds:
         never_sent = item.attempts == 0 and item.unrun == 0  # an unrun line cost no attempt
         return not self.batch.finish_live or never_sent
 
-    def _build_round(self) -> None:
+    async def _build_round(self) -> None:
+        await self._canary()  # before anything of the round is written or uploaded
         state = self.state
         state.rounds += 1
         folder = jobfile.files_dir(self.config.cache_dir, state.job_id)
@@ -106,6 +118,32 @@ class BatchRounds:
         state.batches.extend(records)
         self.save()  # the files exist: the job knows them before anything is uploaded
         log.info("batch round %d: %d input file(s)", state.rounds, len(records))
+
+    async def _canary(self) -> None:
+        """The round's first line of each shape sent live: a refused parameter is adapted in
+        every line, any other refusal stops the job before anything is uploaded."""
+        config, state = self.config, self.state
+        if config.max_requests is not None and state.submitted_requests >= config.max_requests:
+            return  # the limit is reached: the round will write its lines not run
+        rules = request_rules(config.client, self.plan.prompt.params, state.adaptations)
+        client = LLMClient(config.client, SendGate(concurrency=1), rules)
+        try:
+            builders = line_builders(state, self.plan, self.abstracts(), self._next_round, rules)
+            report = await send_canary(client, builders, state.canary_shapes)
+        finally:
+            await client.aclose()
+        state.adaptations = report.learned
+        state.canary_requests += report.requests
+        state.submitted_requests += report.requests  # --max-requests counts them
+        state.canary_shapes = [*state.canary_shapes, *report.shapes][-20:]
+        usage = Usage.from_fields(state.canary_usage) + report.usage
+        state.canary_usage = usage.as_fields()
+        cost = self.prices.cost(config.client.model, report.usage)
+        state.estimated_cost += cost or 0.0  # --max-cost counts them, at live prices
+        self.save()
+        if report.requests:
+            log.info("batch canary: %d live request(s), %d refused", report.requests,
+                     report.refused)  # fmt: skip
 
     async def _submit(self) -> None:
         for record in self.state.batches:

@@ -112,7 +112,7 @@ def _option_problem(location: tuple[int | str, ...], message: str) -> str:
 
 ModeName = Literal["json_schema", "json_object_schema", "json_object", "text"]
 HttpName = Literal["httpx", "aiohttp"]
-EffortName = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+EffortName = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 TierName = Literal["default", "flex"]
 
 PathsArg = Annotated[

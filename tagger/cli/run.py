@@ -32,11 +32,14 @@ def run(
         typer.Option("-o", "--output", help="JSONL output file ('-': stdout).", metavar="FILE"),
     ] = Path("tagged.jsonl"),
     model: Annotated[
-        str,
+        str | None,
         typer.Option(
-            envvar="TAGGER_MODEL", help="Model name as the server knows it.", metavar="NAME"
+            envvar="TAGGER_MODEL",
+            help="Model name as the server knows it (a local server listing one model: that one).",
+            metavar="NAME",
+            show_default=defaults.MODEL,
         ),
-    ] = defaults.MODEL,
+    ] = None,
     base_url: BaseUrlOpt = None,
     api_key: ApiKeyOpt = None,
     prompt: Annotated[

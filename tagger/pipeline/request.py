@@ -25,6 +25,7 @@ def request_rules(
         reasoning_effort=client.reasoning_effort,
         service_tier=client.service_tier,
         learned=learned,
+        openai_api=client.openai_api,
     )
 
 

@@ -23,7 +23,7 @@ from tagger.errors import (
 from tagger.pipeline.request import build_request
 from tagger.redact import public_url, redact
 from tagger.sending.gate import GateSnapshot, SendGate
-from tagger.sending.models import check_model_offered, offered_models_hint
+from tagger.sending.models import Listing, check_model, offered
 from tagger.sending.params import RequestRules, refusal_of
 from tagger.sending.reply import Reply, reply_from_text
 from tagger.sending.sdk import check_transport, open_sdk
@@ -103,9 +103,11 @@ class LLMClient:
             prompt_params={},
             reasoning_effort=config.reasoning_effort,
             service_tier=config.service_tier,
+            openai_api=config.openai_api,
         )
         self.served_models: set[str] = set()  # the replies' `model`: who really answered
         self._model_check: asyncio.Future[None] | None = None  # GET /models, before any chat
+        self.listing: Listing | None = None  # what GET /models said (None: unreadable)
         self._model_refused = False  # the check failed and one abstract said so
         self.service_tiers: set[str] = set()  # the replies' `service_tier`
 
@@ -210,13 +212,17 @@ class LLMClient:
             raise self._final(exc, mode) from None
         raise AssertionError("unreachable: tenacity either returns or raises")
 
+    async def send_exact(self, body: dict[str, Any]) -> Reply:
+        """Send a body as it is, once: no retry, no adaptation (a batch line's live canary,
+        tagger.batch.canary). The model check comes first, as for any request."""
+        await self._check_model()
+        return await self._send(body, 0)
+
     async def _check_model(self) -> None:
-        """Once per run, before the first request: is --model among the models listed?"""
+        """Once per run, before the first request: is --model among the models listed, and
+        is it still served? Awaited (bounded, with a deadline): Ctrl-C ends it at once."""
         if self._model_check is None:
-            # In a thread: the SDK's model list is synchronous; every abstract waits for it.
-            self._model_check = asyncio.ensure_future(
-                asyncio.to_thread(check_model_offered, self.config)
-            )
+            self._model_check = asyncio.ensure_future(self._read_listing())
         try:
             await asyncio.shield(self._model_check)
         except FatalAPIError as exc:
@@ -225,6 +231,16 @@ class LLMClient:
             self._model_refused = True
             self.gate.stop(str(exc))
             raise
+
+    async def _read_listing(self) -> None:
+        self.listing = await check_model(self.config)
+        listing = self.listing
+        # The server lists the model as OpenAI's: its rules, though the host is not.
+        owned = listing is not None and listing.openai_owned(self.config.model)
+        if owned and self.rules.serve_as_openai():
+            log.info(
+                "the server lists %s as OpenAI's: %s", self.config.model, self.rules.describe()
+            )
 
     def _adapted(
         self,
@@ -349,7 +365,7 @@ class LLMClient:
         elif exc.status_code == 404:
             fatal = FatalAPIError(
                 f"model '{self.config.model}' was not found at {where} (HTTP 404): check --model "
-                f"/ TAGGER_MODEL and --base-url{offered_models_hint(self.config)}"
+                f"/ TAGGER_MODEL and --base-url{offered(self.listing)}"
             )
         elif exc.status_code == 429 and exc.code == "insufficient_quota":
             fatal = FatalAPIError(

@@ -1,22 +1,29 @@
-"""What each known OpenAI model family accepts in a chat-completions request.
+"""What each OpenAI model family accepts in a chat-completions request, read from data.
 
-From OpenAI's API reference and model pages (see docs/cloud-models.md for the pages): reasoning
-models (the gpt-5 family and the o-series) refuse `max_tokens` (they take
-`max_completion_tokens`, which also bounds their reasoning tokens), any `temperature` but the
-default 1, and `logprobs`/`top_logprobs`; each family takes its own set of `reasoning_effort`
-values. A model this table does not know (every local server's) is sent the prompt's [params] as
-they are, and the client adapts to what the server says (tagger.sending.params).
+The facts live in tagger/data/models.toml, each row with the page it was read on and the day
+(OpenAI's model pages, reasoning guide and API description). Reasoning models take
+`max_completion_tokens` (which also bounds their reasoning), refuse any `temperature` but the
+default and `logprobs` unless they do not reason this time (`samples_at_none`), and each family
+takes its own `reasoning_effort` values. A model this table does not know is, on OpenAI's API
+and Azure OpenAI, a current reasoning model (`unknown_openai_family`); on any other server it
+is sent the prompt's [params] as they are (tagger.sending.params).
 """
 
 from __future__ import annotations
 
 import re
+import tomllib
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
 
-__all__ = ["EFFORTS", "Family", "family_of"]
+__all__ = ["EFFORTS", "Family", "families", "family_of", "unknown_openai_family"]
 
 # Every reasoning_effort value OpenAI documents, cheapest first.
-EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+_DATED = r"(?:-\d{4}-\d{2}-\d{2})?"
+DATA_FILE = "data/models.toml"
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,9 +34,12 @@ class Family:
     reasoning: bool
     # reasoning_effort values it accepts, cheapest first; () sends none (the model's own default)
     efforts: tuple[str, ...] = ()
-    flex: bool = False  # offered at service_tier=flex
+    flex: bool | None = False  # offered at service_tier=flex; None: not known
     # gpt-5.1 and later take temperature and logprobs when reasoning_effort is "none".
     samples_without_reasoning: bool = False
+    source: str = ""
+    as_of: str = ""
+    known: bool = True  # False: a name the table lacks, on OpenAI's API (today's rules)
 
     @property
     def lowest_effort(self) -> str | None:
@@ -37,33 +47,69 @@ class Family:
         return self.efforts[0] if self.efforts else None
 
 
-_DATED = r"(?:-\d{4}-\d{2}-\d{2})?"
-_GPT5 = ("minimal", "low", "medium", "high")
-_GPT51 = ("none", "low", "medium", "high")
-_GPT52_ON = ("none", "low", "medium", "high", "xhigh")
-_O_SERIES = ("low", "medium", "high")
-_PLAIN = Family("chat", reasoning=False)
-# First match wins; each pattern matches a whole name, so a typo is no family at all.
-_TABLE: tuple[tuple[re.Pattern[str], Family], ...] = tuple(
-    (re.compile(pattern), family)
-    for pattern, family in (
-        (r"gpt-5(?:\.\d+)?-chat(?:-latest)?" + _DATED, _PLAIN),
-        (r"gpt-5(?:\.\d+)?-pro" + _DATED, Family("gpt-5 pro", True)),
-        (r"gpt-5(?:\.\d+)?-codex(?:-[a-z]+)?" + _DATED, Family("gpt-5 codex", True)),
-        (r"gpt-5(?:-mini|-nano)?" + _DATED, Family("gpt-5", True, _GPT5, flex=True)),
-        (r"gpt-5\.1(?:-mini|-nano)?" + _DATED, Family("gpt-5.1", True, _GPT51, True, True)),
-        (r"gpt-5\.\d+(?:-mini|-nano)?" + _DATED, Family("gpt-5.2+", True, _GPT52_ON, True, True)),
-        (r"o1-(?:mini|preview)" + _DATED, Family("o1-mini", True)),
-        (r"o[134](?:-mini|-pro)?" + _DATED, Family("o-series", True, _O_SERIES, flex=True)),
-        (r"o[134]-[a-z-]+" + _DATED, Family("o-series", True, _O_SERIES)),
-        (r"(?:gpt-4o|gpt-4\.1|gpt-4|gpt-3\.5|chatgpt-4o)(?:-[a-z0-9.-]+)?", _PLAIN),
-    )
-)
+@dataclass(frozen=True, slots=True)
+class _Row:
+    patterns: tuple[re.Pattern[str], ...]
+    family: Family
 
 
 def family_of(model: str) -> Family | None:
-    """The OpenAI family a model name belongs to (dated snapshots too), or None if unknown."""
-    for pattern, family in _TABLE:
-        if pattern.fullmatch(model):
-            return family
+    """The OpenAI family a model name belongs to (dated snapshots too), or None if unknown.
+
+    Each pattern matches a whole name: a typo ("gpt-5-mnii") is no family at all.
+    """
+    if len(model) > 200:
+        return None
+    for row in _table()[0]:
+        if any(pattern.fullmatch(model) for pattern in row.patterns):
+            return row.family
     return None
+
+
+def families() -> tuple[Family, ...]:
+    """Every family of the table, in match order (for `tagger models --known`)."""
+    return tuple(row.family for row in _table()[0])
+
+
+def unknown_openai_family() -> Family:
+    """The rules of a model OpenAI's API serves and the table does not know: a reasoning
+    model, every effort tried cheapest first, no sampling parameters or logprobs."""
+    return _table()[1]
+
+
+@cache
+def _table() -> tuple[tuple[_Row, ...], Family]:
+    text = resources.files("tagger").joinpath(DATA_FILE).read_text(encoding="utf-8")
+    return parse_families(tomllib.loads(text))
+
+
+def parse_families(data: dict[str, Any]) -> tuple[tuple[_Row, ...], Family]:
+    """The table from models.toml's parsed data (ValueError naming the row if one is bad)."""
+    rows = []
+    for index, raw in enumerate(data.get("family", [])):
+        name = str(raw.get("name", f"row {index + 1}"))
+        efforts = tuple(raw.get("efforts", ()))
+        if any(effort not in EFFORTS for effort in efforts):
+            raise ValueError(f"{DATA_FILE}: family {name}: an effort OpenAI does not document")
+        family = Family(
+            name=name,
+            reasoning=bool(raw["reasoning"]),
+            efforts=tuple(sorted(efforts, key=EFFORTS.index)),
+            flex=raw.get("flex"),
+            samples_without_reasoning=bool(raw.get("samples_at_none", False)),
+            source=str(raw.get("source", "")),
+            as_of=str(raw.get("as_of", "")),
+        )
+        patterns = tuple(re.compile(f"(?:{p}){_DATED}") for p in raw["match"])
+        rows.append(_Row(patterns, family))
+    unknown = data.get("unknown", {})
+    fallback = Family(
+        name="not in tagger's table",
+        reasoning=True,
+        efforts=tuple(e for e in EFFORTS if e in unknown.get("efforts", EFFORTS)) or EFFORTS,
+        flex=None,
+        source=str(unknown.get("source", "")),
+        as_of=str(unknown.get("as_of", "")),
+        known=False,
+    )
+    return tuple(rows), fallback

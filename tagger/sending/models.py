@@ -1,95 +1,201 @@
-"""The models a server offers (GET /models), for `tagger models` and unknown-model errors."""
+"""The models a server offers (GET /models): read bounded, then judged before a run sends.
+
+The listing is data like any reply: read within a size bound and an overall deadline (a few
+seconds, which Ctrl-C interrupts: it is awaited, never run in a thread), parsed by the bounded
+JSON reader, at most MAX_MODELS ids of at most MAX_ID_CHARS characters kept. A listing that
+cannot be read (too big, too deep, too slow, not a list) judges nothing: the run goes on and
+finds out from its first request. A refused key is fatal here as on the first request.
+What a readable listing decides, once per run: an unknown --model stops the run with the list;
+a model the listing says is OpenAI's (`owned_by`) gets OpenAI's rules; its lifecycle is judged
+(tagger.sending.lifecycle), with the listing's own `shutdown_date` when the table lacks one.
+"""
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+import asyncio
+import datetime as dt
+import logging
+from dataclasses import dataclass, field
 
-from tagger.config import ClientConfig
+from tagger.config import ClientConfig, is_azure_host, is_openai_host
 from tagger.errors import FatalAPIError
+from tagger.jsondata import parse_server_json
 from tagger.redact import public_url, redact
-from tagger.sending.server_faults import server_message
+from tagger.sending.lifecycle import judge_lifecycle
+from tagger.terminal import one_line
 
-# Listing models is one small GET: a server that cannot answer it quickly is not one to wait for.
-LIST_TIMEOUT = 15.0
-HINT_TIMEOUT = 5.0
+__all__ = [
+    "Listing",
+    "ListingUnreadable",
+    "check_model",
+    "fetch_listing",
+    "list_models",
+    "names_deployments",
+    "offered",
+    "only_model",
+]
+log = logging.getLogger(__name__)
+
+# One small GET: a server that cannot answer it in this long is not one to wait for.
+LIST_DEADLINE = 5.0
+CONNECT_TIMEOUT = 3.0
+MAX_LISTING_BYTES = 2 * 1024 * 1024  # OpenAI's whole list is ~20 KB
+MAX_MODELS = 5_000
+MAX_ID_CHARS = 200
 HINT_MAX_MODELS = 20
-_AZURE_HOSTS = (".openai.azure.com", ".services.ai.azure.com", ".cognitiveservices.azure.com")
+# `owned_by` of the models on OpenAI's own list (fine-tunes are owned by the organisation).
+OPENAI_OWNERS = frozenset({"openai", "system", "openai-internal"})
 
 
-def list_models(config: ClientConfig, timeout: float = LIST_TIMEOUT) -> list[str]:
-    """The model ids the server lists, sorted; FatalAPIError says why they could not be read."""
-    import openai
-
-    where = public_url(config.effective_base_url)
-    secret = config.api_key.get_secret_value() if config.api_key else None
-    try:
-        return _fetch_models(config, timeout)
-    except openai.APIStatusError as exc:
-        if exc.status_code in (401, 403):
-            raise _key_refused(where, exc.status_code) from None
-        message = redact(server_message(exc)[:200], secret)
-        raise FatalAPIError(
-            f"{where} did not list its models (GET /models: HTTP {exc.status_code}: {message}): "
-            "check --base-url (OpenAI-compatible servers usually end in /v1)"
-        ) from None
-    except openai.APIConnectionError:
-        raise FatalAPIError(
-            f"cannot connect to {where}: is the server running? check --base-url / OPENAI_BASE_URL"
-        ) from None
-    except (ValueError, TypeError, AttributeError):
-        raise FatalAPIError(
-            f"{where} answered GET /models with something that is no model list: check --base-url"
-        ) from None
+class ListingUnreadable(Exception):
+    """GET /models gave nothing tagger can read as a model list (the reason is the message)."""
 
 
-def check_model_offered(config: ClientConfig) -> None:
-    """Before a run: stop at once if the server lists its models and --model is not one of them.
+@dataclass(frozen=True)
+class Listing:
+    """The ids a server lists, and what it says about each (bounded)."""
 
-    A server that lists nothing, or cannot (no /models, not reachable yet), is not judged here:
-    the run finds out. A refused key is fatal here as it would be on the first request.
-    """
-    import openai
+    ids: tuple[str, ...]
+    owners: dict[str, str] = field(default_factory=dict)
+    shutdown_dates: dict[str, str] = field(default_factory=dict)
+    truncated: bool = False  # more ids than MAX_MODELS were listed
 
-    if names_deployments(config.effective_base_url):
-        return
-    where = public_url(config.effective_base_url)
-    try:
-        offered = _fetch_models(config, HINT_TIMEOUT)
-    except openai.APIStatusError as exc:
-        if exc.status_code in (401, 403):
-            raise _key_refused(where, exc.status_code) from None
-        return
-    except (openai.APIError, ValueError, TypeError, AttributeError):
-        return
-    model = config.model
-    if not offered or model in offered or f"{model}:latest" in offered:  # Ollama's default tag
-        return
-    raise FatalAPIError(
-        f"model '{model}' was not found at {where} (GET /models lists {len(offered)} others): "
-        f"check --model / TAGGER_MODEL{_offered(offered)}"
-    )
+    def offers(self, model: str) -> bool:
+        """Listed as it is, or as Ollama's default tag."""
+        return model in self.owners or f"{model}:latest" in self.owners
+
+    def openai_owned(self, model: str) -> bool:
+        """The listing says the model is OpenAI's (as OpenAI's own list does)."""
+        return self.owners.get(model) in OPENAI_OWNERS
 
 
 def names_deployments(base_url: str) -> bool:
     """Azure OpenAI: --model names a deployment, which GET /models does not list (base models)."""
-    host = (urlsplit(base_url).hostname or "").lower()
-    return host.endswith(_AZURE_HOSTS)
+    return is_azure_host(base_url)
 
 
-def _fetch_models(config: ClientConfig, timeout: float) -> list[str]:
+async def fetch_listing(config: ClientConfig, deadline: float = LIST_DEADLINE) -> Listing:
+    """GET /models within `deadline` seconds in all; FatalAPIError for a refused key,
+    ListingUnreadable for anything else that is not a readable list."""
     import openai
 
+    where = public_url(config.effective_base_url)
     secret = config.api_key.get_secret_value() if config.api_key else None
-    client = openai.OpenAI(
+    sdk = openai.AsyncOpenAI(
         api_key=secret or "unused",
         base_url=config.effective_base_url,
-        timeout=openai.Timeout(timeout, connect=min(timeout, 10.0)),
+        timeout=openai.Timeout(deadline, connect=min(deadline, CONNECT_TIMEOUT)),
         max_retries=0,
     )
+    body = bytearray()
     try:
-        return sorted({str(model.id)[:200] for model in client.models.list()})
+        async with asyncio.timeout(deadline):
+            async with sdk.models.with_streaming_response.list() as response:
+                async for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > MAX_LISTING_BYTES:
+                        raise ListingUnreadable(f"over {MAX_LISTING_BYTES // 1024 // 1024} MB")
+    except TimeoutError:
+        raise ListingUnreadable(f"no whole answer within {deadline:g} s") from None
+    except openai.APIStatusError as exc:
+        if exc.status_code in (401, 403):
+            raise _key_refused(where, exc.status_code) from None
+        message = redact(" ".join(str(exc.message)[:300].split()), secret)
+        raise ListingUnreadable(f"HTTP {exc.status_code}: {message[:200]}") from None
+    except openai.APIError as exc:
+        raise ListingUnreadable(f"cannot connect ({type(exc).__name__})") from None
     finally:
-        client.close()
+        await sdk.close()
+    return parse_listing(body.decode("utf-8", errors="replace"))
+
+
+def parse_listing(text: str) -> Listing:
+    """A listing from the body of GET /models (bounded: see the module's docstring)."""
+    try:
+        data = parse_server_json(text)
+    except ValueError as exc:  # not JSON, or nested too deep (JSONTooDeep)
+        raise ListingUnreadable(f"not JSON ({exc})"[:200]) from None
+    entries = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise ListingUnreadable("no `data` list")
+    owners: dict[str, str] = {}
+    shutdowns: dict[str, str] = {}
+    for entry in entries:
+        if len(owners) >= MAX_MODELS:
+            break
+        ident = entry.get("id") if isinstance(entry, dict) else None
+        if not isinstance(ident, str) or not ident or len(ident) > MAX_ID_CHARS:
+            continue
+        owner = entry.get("owned_by")
+        owners[ident] = owner[:MAX_ID_CHARS] if isinstance(owner, str) else ""
+        shutdown = entry.get("shutdown_date")
+        if isinstance(shutdown, str) and len(shutdown) <= 10:
+            shutdowns[ident] = shutdown
+    return Listing(tuple(sorted(owners)), owners, shutdowns, truncated=len(entries) > len(owners))
+
+
+def read_listing(config: ClientConfig, deadline: float = LIST_DEADLINE) -> Listing:
+    """fetch_listing from synchronous code (the CLI): Ctrl-C ends it at once."""
+    return asyncio.run(fetch_listing(config, deadline))
+
+
+def list_models(config: ClientConfig, deadline: float = LIST_DEADLINE) -> list[str]:
+    """The model ids the server lists, sorted; FatalAPIError says why they could not be read."""
+    where = public_url(config.effective_base_url)
+    try:
+        return list(read_listing(config, deadline).ids)
+    except ListingUnreadable as exc:
+        raise FatalAPIError(
+            f"{where} did not list its models (GET /models: {exc}): check --base-url "
+            "(OpenAI-compatible servers usually end in /v1)"
+        ) from None
+
+
+async def check_model(config: ClientConfig, today: dt.date | None = None) -> Listing | None:
+    """Before a run sends: stop if the server lists its models and --model is not one of them,
+    or if the model was shut down and is not listed; warn once if it is deprecated.
+
+    Returns the listing (None when it cannot be read, or on Azure, whose list names base
+    models, not the deployments --model names). A refused key is fatal (FatalAPIError).
+    """
+    today = today or dt.datetime.now(dt.UTC).date()
+    model = config.model
+    listing = None
+    if not names_deployments(config.effective_base_url):
+        try:
+            listing = await fetch_listing(config)
+        except ListingUnreadable as exc:
+            log.info("GET /models judged nothing (%s): going on", exc)
+    if listing is not None and listing.ids and not listing.offers(model):
+        where = public_url(config.effective_base_url)
+        raise FatalAPIError(
+            f"model '{model}' was not found at {where} (GET /models lists "
+            f"{len(listing.ids)} others): check --model / TAGGER_MODEL{_offered(listing.ids)}"
+        )
+    listed = listing is not None and listing.offers(model)
+    shutdown = listing.shutdown_dates.get(model) if listing is not None else None
+    warning = judge_lifecycle(model, today, listed=listed, server_shutdown=shutdown)
+    if warning:
+        log.warning("%s", warning)
+    return listing
+
+
+def check_model_now(config: ClientConfig) -> Listing | None:
+    """check_model from synchronous code (a batch run, before it submits)."""
+    return asyncio.run(check_model(config))
+
+
+def only_model(config: ClientConfig) -> str | None:
+    """At defaults (no --model anywhere) on a server that is not OpenAI's: the one model it
+    lists, or None when it lists several, none, or cannot be read (the run then decides)."""
+    url = config.effective_base_url
+    if is_openai_host(url) or is_azure_host(url):
+        return None
+    try:
+        listing = read_listing(config)
+    except ListingUnreadable:
+        return None
+    return listing.ids[0] if len(listing.ids) == 1 else None
 
 
 def _key_refused(where: str, status: int) -> FatalAPIError:
@@ -99,18 +205,12 @@ def _key_refused(where: str, status: int) -> FatalAPIError:
     )
 
 
-def _offered(models: list[str]) -> str:
-    shown = ", ".join(models[:HINT_MAX_MODELS])
+def _offered(models: tuple[str, ...] | list[str]) -> str:
+    shown = ", ".join(one_line(name) for name in models[:HINT_MAX_MODELS])
     more = f" and {len(models) - HINT_MAX_MODELS} more" if len(models) > HINT_MAX_MODELS else ""
     return f"; the server offers: {shown}{more} (see `tagger models`)"
 
 
-def offered_models_hint(config: ClientConfig) -> str:
-    """ "; the server offers: a, b" for an unknown --model, or "" when they cannot be read."""
-    try:
-        models = list_models(config, timeout=HINT_TIMEOUT)
-    except FatalAPIError:
-        return ""
-    if not models:
-        return ""
-    return _offered(models)
+def offered(listing: Listing | None) -> str:
+    """ "; the server offers: a, b" for an unknown --model, or "" when nothing was listed."""
+    return _offered(listing.ids) if listing is not None and listing.ids else ""

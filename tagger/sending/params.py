@@ -18,9 +18,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tagger.sending.families import EFFORTS, Family, family_of
+from tagger.errors import UsageError
+from tagger.sending.families import EFFORTS, Family, families, family_of, unknown_openai_family
 
-__all__ = ["LOGPROBS_PARAMS", "REASONING_ALLOWANCE", "RequestRules", "refusal_of"]
+__all__ = [
+    "LOGPROBS_PARAMS",
+    "REASONING_ALLOWANCE",
+    "RequestRules",
+    "check_options",
+    "refusal_of",
+]
 log = logging.getLogger(__name__)
 
 # Five alternatives per token are enough to see the runner-up area where the spelling leaves the
@@ -36,6 +43,7 @@ REASONING_ALLOWANCE = {
     "medium": 8192,
     "high": 16384,
     "xhigh": 32768,
+    "max": 65536,
 }
 # What a dry run expects a reasoning model to think per abstract, for the cost estimate.
 EXPECTED_REASONING = {
@@ -45,6 +53,7 @@ EXPECTED_REASONING = {
     "medium": 1024,
     "high": 4096,
     "xhigh": 8192,
+    "max": 16384,
 }
 # Sampling parameters a reasoning model refuses (other than their defaults).
 MAX_LEARNED = 20  # adaptations replayed from a job file at most (one per parameter is the norm)
@@ -116,31 +125,58 @@ class RequestRules:
         reasoning_effort: str | None = None,
         service_tier: str | None = None,
         learned: Iterable[str] = (),
+        openai_api: bool = False,
     ) -> RequestRules:
-        """The rules the family table gives; --reasoning-effort, then the prompt's, win."""
+        """The rules the family table gives; --reasoning-effort, then the prompt's, win.
+
+        openai_api: the server is OpenAI's API (or Azure OpenAI): a model the table does not
+        know gets today's reasoning-model rules. UsageError for an option the model's family
+        does not take (checked before anything is sent).
+        """
         family = family_of(model)
-        reasoning = family is not None and family.reasoning
+        if family is None and openai_api:
+            family = unknown_openai_family()
+        check_options(model, family, reasoning_effort, service_tier)
         asked = reasoning_effort or prompt_params.get("reasoning_effort")
         effort = asked if isinstance(asked, str) else None
-        if family is not None and not reasoning:
-            effort = None  # an OpenAI model that does not reason refuses the parameter
-        elif effort is None and family is not None:
-            effort = family.lowest_effort
-        # A reasoning model refuses sampling parameters, unless it does not reason this time.
-        samples = not reasoning or (
-            family is not None and family.samples_without_reasoning and effort == "none"
-        )
         rules = cls(
             model=model,
             family=family,
-            logprobs=logprobs and samples,
+            logprobs=logprobs,
             reasoning_effort=effort,
             service_tier=service_tier,
-            token_limit="max_completion_tokens" if reasoning else "max_tokens",
-            dropped=set() if samples else {*_SAMPLING, "logprobs", "top_logprobs"},
         )
+        rules._apply_family(prompt_effort=reasoning_effort is None)
         rules.replay(learned)
         return rules
+
+    def _apply_family(self, *, prompt_effort: bool) -> None:
+        """The family's parameter names, effort and sampling (before anything is learned)."""
+        family = self.family
+        if family is None:
+            return  # not OpenAI's: the prompt's [params] as they are
+        effort = self.reasoning_effort
+        if not family.reasoning:
+            effort = None  # an OpenAI model that does not reason refuses the parameter
+        elif effort is None or (prompt_effort and family.efforts and effort not in family.efforts):
+            effort = family.lowest_effort  # a prompt's effort this family lacks: its cheapest
+        # A reasoning model refuses sampling parameters, unless it does not reason this time.
+        samples = not family.reasoning or (family.samples_without_reasoning and effort == "none")
+        self.reasoning_effort = effort
+        self.logprobs = self.logprobs and samples
+        # Every OpenAI chat model takes max_completion_tokens (max_tokens is deprecated).
+        self.token_limit = "max_completion_tokens"
+        if not samples:
+            self.dropped |= {*_SAMPLING, "logprobs", "top_logprobs"}
+
+    def serve_as_openai(self) -> bool:
+        """The server turned out to be OpenAI's (its model list says so): a model the table
+        does not know gets today's reasoning-model rules. True if the rules changed."""
+        if self.family is not None or self._adapted:
+            return False
+        self.family = unknown_openai_family()
+        self._apply_family(prompt_effort=True)
+        return True
 
     @property
     def adapted(self) -> frozenset[str]:
@@ -164,7 +200,13 @@ class RequestRules:
         if self.family is None:
             return f"{self.model}: not in tagger's model table; the prompt's [params] as they are"
         if not self.reasoning:
-            return f"{self.model}: {self.family.name} family; the prompt's [params] as they are"
+            return f"{self.model}: {self.family.name} family; max_tokens sent as {self.token_limit}"
+        if not self.family.known:
+            return (
+                f"{self.model}: not in tagger's model table, served by OpenAI's API: today's "
+                f"reasoning-model rules ({self.token_limit}, no temperature, no logprobs, "
+                f"reasoning_effort={self.reasoning_effort}, the cheapest the API takes)"
+            )
         effort = self.reasoning_effort or "the model's default"
         sampling = "no temperature, no logprobs" if self.dropped else "temperature and logprobs"
         return (
@@ -272,3 +314,33 @@ def _param_of(what: str) -> str:
     """The parameter an adaptation line is about ("temperature no longer sent": temperature)."""
     first = what.split(" ", 1)[0]
     return "reasoning_effort" if first.startswith("reasoning_effort") else first
+
+
+def check_options(
+    model: str, family: Family | None, effort: str | None, service_tier: str | None
+) -> None:
+    """UsageError, one line naming what the model takes, for --reasoning-effort or
+    --service-tier flex that its family is documented not to take."""
+    if family is None or not family.known:
+        return  # not in the table: the server decides (and tagger adapts to what it says)
+    if effort is not None and not family.reasoning:
+        raise UsageError(
+            f"{model} does not reason ({family.name} family): it takes no --reasoning-effort; "
+            "drop the option"
+        )
+    if effort is not None and family.efforts and effort not in family.efforts:
+        raise UsageError(
+            f"{model} takes --reasoning-effort {_either(family.efforts)} ({family.name} "
+            f"family, {family.source}), not '{effort}'"
+        )
+    if service_tier == "flex" and family.flex is False:
+        offered = [f.name for f in families() if f.flex]
+        raise UsageError(
+            f"{model} is not offered at --service-tier flex ({family.name} family); flex is "
+            f"offered for the {', '.join(offered[:6])} families: drop the option, or use "
+            "--batch for the same half price"
+        )
+
+
+def _either(values: tuple[str, ...]) -> str:
+    return ", ".join(values[:-1]) + f" or {values[-1]}" if len(values) > 1 else values[0]
