@@ -132,6 +132,9 @@ class RunConfig(BaseModel):
     max_cost: float | None = Field(None, ge=0)
     max_requests: int | None = Field(None, ge=0)
     batch: BatchConfig | None = None  # None: a live run
+    # No --model, TAGGER_MODEL or .env model: a server (not OpenAI's) listing exactly one
+    # model gets that one used (tagger.sending.models.with_only_model).
+    choose_model: bool = False
 
     @model_validator(mode="before")
     @classmethod

@@ -175,6 +175,7 @@ class RunOptions(BaseModel):
                 max_cost=self.max_cost,
                 max_requests=self.max_requests,
                 batch=self._batch(),
+                choose_model=self.model is None,
             )
         except ValidationError as exc:
             raise config_error(exc) from None

@@ -18,10 +18,7 @@ from tagger.errors import UsageError
 from tagger.pipeline.bar import BarProgress
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from tagger.cli.runcommand import RunCommand
-    from tagger.config import RunConfig
 
 
 def run_command(command: RunCommand) -> None:
@@ -43,9 +40,6 @@ def run_command(command: RunCommand) -> None:
         config = options.config()
         if not command.dry_run:
             require_key(config)
-            if options.model is None:  # no --model, TAGGER_MODEL or .env: the server's only one
-                with _interruptible("while listing the server's models; nothing was sent"):
-                    config = _only_model(config, console, quiet=command.quiet)
         price_table = PriceTable.load(options.prices)
         with _interruptible("while reading inputs; nothing was sent"):
             scanned = scan(command.paths)
@@ -80,22 +74,6 @@ def run_command(command: RunCommand) -> None:
             raise typer.Exit(EXIT_INTERRUPTED)
         if stats.failed or stats.stop_reason:
             raise typer.Exit(1)
-
-
-def _only_model(config: RunConfig, console: Console, *, quiet: bool) -> RunConfig:
-    """At defaults on a server that lists exactly one model (not OpenAI's): that model."""
-    from tagger.redact import public_url
-    from tagger.sending.models import only_model
-    from tagger.terminal import one_line
-
-    chosen = only_model(config.client)
-    if chosen is None or chosen == config.client.model:
-        return config
-    if not quiet:
-        where = public_url(config.client.effective_base_url)
-        say(console, f"using model {one_line(chosen)}: the only one {where} lists (--model picks)")
-    client = config.client.model_copy(update={"model": chosen})
-    return config.model_copy(update={"client": client})
 
 
 @contextmanager

@@ -28,6 +28,7 @@ from tagger.redact import public_url
 from tagger.sending.client import LLMClient
 from tagger.sending.gate import SendGate, SpendGuard
 from tagger.sending.local import watch_for_slow_answers
+from tagger.sending.models import with_only_model
 from tagger.usage import NO_USAGE, Usage
 
 
@@ -174,6 +175,7 @@ async def tag_into(
 
     `output` is only what the manifest names as the output file ("-" for None).
     """
+    config = await with_only_model(config)  # at defaults, a server's only model
     plan = RunPlan.load(config)
     guard = _guard(config, prices)
     cache = open_cache(config)

@@ -17,7 +17,7 @@ import datetime as dt
 import logging
 from dataclasses import dataclass, field
 
-from tagger.config import ClientConfig, is_azure_host, is_openai_host
+from tagger.config import ClientConfig, RunConfig, is_azure_host, is_openai_host
 from tagger.errors import FatalAPIError
 from tagger.jsondata import parse_server_json
 from tagger.redact import public_url, redact
@@ -33,6 +33,7 @@ __all__ = [
     "names_deployments",
     "offered",
     "only_model",
+    "with_only_model",
 ]
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,10 @@ OPENAI_OWNERS = frozenset({"openai", "system", "openai-internal"})
 
 class ListingUnreadable(Exception):
     """GET /models gave nothing tagger can read as a model list (the reason is the message)."""
+
+
+class ListingUnreachable(ListingUnreadable):
+    """No connection to the server at all."""
 
 
 @dataclass(frozen=True)
@@ -103,7 +108,7 @@ async def fetch_listing(config: ClientConfig, deadline: float = LIST_DEADLINE) -
         message = redact(" ".join(str(exc.message)[:300].split()), secret)
         raise ListingUnreadable(f"HTTP {exc.status_code}: {message[:200]}") from None
     except openai.APIError as exc:
-        raise ListingUnreadable(f"cannot connect ({type(exc).__name__})") from None
+        raise ListingUnreachable(f"cannot connect ({type(exc).__name__})") from None
     finally:
         await sdk.close()
     return parse_listing(body.decode("utf-8", errors="replace"))
@@ -144,6 +149,10 @@ def list_models(config: ClientConfig, deadline: float = LIST_DEADLINE) -> list[s
     where = public_url(config.effective_base_url)
     try:
         return list(read_listing(config, deadline).ids)
+    except ListingUnreachable:
+        raise FatalAPIError(
+            f"cannot connect to {where}: is the server running? check --base-url / OPENAI_BASE_URL"
+        ) from None
     except ListingUnreadable as exc:
         raise FatalAPIError(
             f"{where} did not list its models (GET /models: {exc}): check --base-url "
@@ -185,17 +194,31 @@ def check_model_now(config: ClientConfig) -> Listing | None:
     return asyncio.run(check_model(config))
 
 
-def only_model(config: ClientConfig) -> str | None:
+async def only_model(config: ClientConfig) -> str | None:
     """At defaults (no --model anywhere) on a server that is not OpenAI's: the one model it
     lists, or None when it lists several, none, or cannot be read (the run then decides)."""
     url = config.effective_base_url
     if is_openai_host(url) or is_azure_host(url):
         return None
     try:
-        listing = read_listing(config)
+        listing = await fetch_listing(config)
     except ListingUnreadable:
         return None
     return listing.ids[0] if len(listing.ids) == 1 else None
+
+
+async def with_only_model(config: RunConfig) -> RunConfig:
+    """The run's config with the server's only model, when none was chosen (said once)."""
+    if not config.choose_model:
+        return config
+    chosen = await only_model(config.client)
+    if chosen is None or chosen == config.client.model:
+        return config
+    where = public_url(config.client.effective_base_url)
+    log.warning("using model %s: the only one %s lists (--model picks another)", one_line(chosen),
+                where)  # fmt: skip
+    client = config.client.model_copy(update={"model": chosen})
+    return config.model_copy(update={"client": client, "choose_model": False})
 
 
 def _key_refused(where: str, status: int) -> FatalAPIError:
