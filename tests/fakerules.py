@@ -6,11 +6,15 @@ tests check against this one):
   instead"), any `temperature` but 1, and `logprobs`/`top_logprobs`; gpt-5.1 and later take
   temperature and logprobs when `reasoning_effort` is "none";
 - each family takes its own `reasoning_effort` values: gpt-5/-mini/-nano minimal, low, medium,
-  high; gpt-5.1 none, low, medium, high; gpt-5.2 and later none to xhigh; o-series low, medium,
-  high; a model that does not reason refuses the parameter;
+  high; gpt-5.1 none, low, medium, high; gpt-5.2 to gpt-5.5 none to xhigh; gpt-5.6 (-sol,
+  -terra, -luna) and gpt-6 names none to max, but gpt-6.1-sol and gpt-6-astra low to max (no
+  none: they never take sampling parameters); o-series low, medium, high; a model that does not
+  reason refuses the parameter (OpenAI's model pages, the reasoning guide and the GPT-6
+  deployment checklist, read 2026-12-01);
 - reasoning tokens count in `completion_tokens` and against `max_completion_tokens`, and are
   reported in `usage.completion_tokens_details.reasoning_tokens`;
-- `service_tier: "flex"` only for the models the pricing page lists under Flex;
+- `service_tier: "flex"` only for the models the pricing page and model pages list under Flex
+  (gpt-5 to gpt-5.5 families, o3, o4-mini, gpt-6-luna, gpt-6.1-sol), else HTTP 400;
 - errors are HTTP 400 bodies {"error": {"message", "type", "param", "code"}} with code
   "unsupported_parameter" or "unsupported_value".
 """
@@ -39,13 +43,25 @@ class ModelRules:
 _GPT5 = ModelRules(True, ("minimal", "low", "medium", "high"), "medium", flex=True)
 _GPT51 = ModelRules(True, ("none", "low", "medium", "high"), "none", True, True)
 _GPT52 = ModelRules(True, ("none", "low", "medium", "high", "xhigh"), "none", True, True)
+_TO_MAX = ("none", "low", "medium", "high", "xhigh", "max")
+_GPT56 = ModelRules(True, _TO_MAX, "medium", samples_without_reasoning=True)
+_GPT6_LUNA = ModelRules(True, _TO_MAX, "medium", flex=True, samples_without_reasoning=True)
+_GPT61_SOL = ModelRules(True, _TO_MAX[1:], "medium", flex=True)
+_GPT6_ASTRA = ModelRules(True, _TO_MAX[1:], "medium")
 _O = ModelRules(True, ("low", "medium", "high"), "medium", flex=True)
+_O_NO_FLEX = ModelRules(True, ("low", "medium", "high"), "medium")
 _CHAT = ModelRules(False)
 _RULES: tuple[tuple[str, ModelRules], ...] = (
     (r"gpt-5(?:-mini|-nano)?" + _DATED, _GPT5),
     (r"gpt-5\.1(?:-mini|-nano)?" + _DATED, _GPT51),
-    (r"gpt-5\.[2-9](?:-mini|-nano)?" + _DATED, _GPT52),
-    (r"o[34](?:-mini)?" + _DATED, _O),
+    (r"gpt-5\.[2-5](?:-mini|-nano)?" + _DATED, _GPT52),
+    (r"gpt-5\.6(?:-sol|-terra|-luna)?" + _DATED, _GPT56),
+    (r"gpt-6-luna" + _DATED, _GPT6_LUNA),
+    (r"gpt-6\.1-sol" + _DATED, _GPT61_SOL),
+    (r"gpt-6(?:\.\d+)?-astra" + _DATED, _GPT6_ASTRA),
+    (r"gpt-6(?:\.\d+)?-[a-z]+" + _DATED, _GPT56),
+    (r"(?:o3|o4-mini)" + _DATED, _O),
+    (r"(?:o1|o3-mini)" + _DATED, _O_NO_FLEX),
     (r"(?:gpt-4o|gpt-4\.1)(?:-mini|-nano)?" + _DATED, _CHAT),
 )
 # The snapshot a name answers with, in the reply's `model` (as the real API does).
@@ -60,7 +76,10 @@ SNAPSHOTS = {
     "gpt-4.1-nano": "gpt-4.1-nano-2025-04-14",
 }
 # GET /v1/models of a fake that serves any name: these, like an OpenAI key's list.
-CATALOGUE = ("fake-model", *SNAPSHOTS, *SNAPSHOTS.values(), "gpt-5.1", "gpt-5.5", "o3")
+# OpenAI's own list, 2026-12-01: the gpt-5.6 tiers and gpt-6 names among them.
+TODAYS = ("gpt-5.6", "gpt-5.6-sol", "gpt-5.6-terra", "gpt-5.6-luna", "gpt-6-astra", "gpt-6-sol",
+          "gpt-6-luna", "gpt-6.1-sol", "gpt-6.1-terra")  # fmt: skip
+CATALOGUE = ("fake-model", *SNAPSHOTS, *SNAPSHOTS.values(), "gpt-5.1", "gpt-5.5", "o3", *TODAYS)
 # Reasoning tokens the fake spends per effort before answering (FakeLLM.reasoning_spend).
 DEFAULT_SPEND = {"none": 0, "minimal": 0, "low": 96, "medium": 320, "high": 1200, "xhigh": 2400}
 
@@ -137,3 +156,55 @@ def spent_effort(body: dict[str, Any], rules: ModelRules) -> str:
     """The reasoning effort a request runs at."""
     effort = body.get("reasoning_effort", rules.default_effort)
     return effort if isinstance(effort, str) else "medium"
+
+
+# OpenAI's published API description (openai/openai-openapi, openapi.json as of 2026-08):
+# CreateChatCompletionRequest's properties tagger may send, and those it marks deprecated.
+REQUEST_PROPERTIES = frozenset({
+    "model", "messages", "max_completion_tokens", "temperature", "top_p", "logprobs",
+    "top_logprobs", "reasoning_effort", "response_format", "service_tier", "seed", "stop",
+    "frequency_penalty", "presence_penalty", "logit_bias", "prompt_cache_key",
+    "prompt_cache_retention", "safety_identifier", "store", "metadata", "n", "verbosity",
+})  # fmt: skip
+DEPRECATED_PROPERTIES = frozenset({"max_tokens", "functions", "function_call", "user"})
+SERVICE_TIERS = ("auto", "default", "flex", "scale", "priority")
+EFFORT_ENUM = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+_SCHEMA_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def conformance_problems(body: dict[str, Any]) -> list[str]:
+    """What in a chat-completions body breaks the API description or the model's page."""
+    problems = [f"unknown property {k}" for k in body if k not in REQUEST_PROPERTIES]
+    problems += [f"deprecated property {k}" for k in body if k in DEPRECATED_PROPERTIES]
+    limit = body.get("max_completion_tokens")
+    if limit is not None and (not isinstance(limit, int) or limit < 1):
+        problems.append(f"max_completion_tokens {limit!r}")
+    temperature = body.get("temperature")
+    if temperature is not None and not (
+        isinstance(temperature, int | float) and 0 <= temperature <= 2
+    ):
+        problems.append(f"temperature {temperature!r}")
+    if "top_logprobs" in body and (body.get("logprobs") is not True
+                                   or not 0 <= body["top_logprobs"] <= 20):  # fmt: skip
+        problems.append("top_logprobs without logprobs, or out of 0-20")
+    if body.get("reasoning_effort", "none") not in EFFORT_ENUM:
+        problems.append(f"reasoning_effort {body['reasoning_effort']!r}")
+    if body.get("service_tier", "auto") not in SERVICE_TIERS:
+        problems.append(f"service_tier {body['service_tier']!r}")
+    fmt = body.get("response_format")
+    if fmt is not None:
+        if fmt.get("type") not in ("text", "json_schema", "json_object"):
+            problems.append(f"response_format type {fmt.get('type')!r}")
+        if fmt.get("type") == "json_schema":
+            spec = fmt.get("json_schema") or {}
+            if not _SCHEMA_NAME.fullmatch(str(spec.get("name", ""))) or "schema" not in spec:
+                problems.append("json_schema without a valid name and schema")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        problems.append("no messages")
+    rules = rules_for(str(body.get("model", "")))
+    if rules is None:
+        problems.append(f"model {body.get('model')!r} has no documented rules here")
+    elif (refused := refusal(body, rules)) is not None:
+        problems.append(f"the model page refuses it: {refused[0]}")
+    return problems

@@ -1,0 +1,81 @@
+"""Model lifecycles as dated, sourced data: deprecated warns, shut down stops (pure rules)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from tagger.errors import FatalAPIError
+from tagger.sending.families import family_of
+from tagger.sending.lifecycle import (
+    judge_lifecycle,
+    lifecycle_of,
+    lifecycles,
+    parse_day,
+    parse_lifecycles,
+)
+
+DAY = dt.date.fromisoformat
+
+
+def test_every_row_is_dated_and_sourced_and_names_a_known_successor() -> None:
+    rows = lifecycles()
+    assert {"gpt-5-mini", "o4-mini", "o3-mini", "o1", "gpt-4-turbo", "gpt-4.1-nano"} <= set(rows)
+    for row in rows.values():
+        assert row.shutdown is not None and row.source.startswith("https://")
+        assert parse_day(row.as_of) is not None
+        assert row.deprecated is None or row.deprecated <= row.shutdown
+        if row.successor:  # a successor tagger knows how to talk to
+            assert family_of(row.successor) is not None, row.successor
+
+
+def test_a_deprecated_model_warns_with_its_date_and_successor() -> None:
+    warning = judge_lifecycle("gpt-5-mini", DAY("2026-12-01"), listed=False)
+    assert warning is not None
+    assert "gpt-5-mini is deprecated: it shuts down on 2026-12-11 (in 10 days)" in warning
+    assert "successor is gpt-6.1-terra" in warning and "deprecations" in warning
+    eve = judge_lifecycle("gpt-5-mini-2025-08-07", DAY("2026-12-10"), listed=True)
+    assert eve is not None and "(tomorrow)" in eve  # a dated snapshot shares its model's row
+    # Before the announcement it is not deprecated yet.
+    assert judge_lifecycle("gpt-5-mini", DAY("2026-06-10"), listed=False) is None
+
+
+@pytest.mark.parametrize("today", ["2026-12-11", "2027-06-01"])
+def test_a_model_past_its_shutdown_stops_unless_the_server_still_lists_it(today: str) -> None:
+    with pytest.raises(FatalAPIError, match="gpt-5-nano was shut down on 2026-12-11") as caught:
+        judge_lifecycle("gpt-5-nano", DAY(today), listed=False)  # the shutdown day included
+    assert "nothing was sent; pass --model gpt-6-luna" in str(caught.value)
+    listed = judge_lifecycle("gpt-5-nano", DAY(today), listed=True)
+    assert listed is not None and "the server still lists it: going on" in listed
+
+
+def test_a_model_the_table_lacks_is_judged_by_the_servers_shutdown_date() -> None:
+    assert judge_lifecycle("acme-1", DAY("2026-12-01"), listed=True) is None
+    soon = judge_lifecycle("acme-1", DAY("2026-12-01"), listed=True, server_shutdown="2027-01-01")
+    assert soon is not None and "shuts down on 2027-01-01" in soon
+    with pytest.raises(FatalAPIError, match="the server's model list"):
+        judge_lifecycle("acme-1", DAY("2026-12-01"), listed=False, server_shutdown="2026-01-01")
+    # A server's date is data: anything but a plain day is no date at all.
+    for junk in ("9999-99-99", "2026-13-01", "2026-02-30", 20261201, None, "x" * 10_000, []):
+        assert lifecycle_of("acme-1", junk) is None
+    assert lifecycle_of("x" * 100_000 + "-2025-01-01") is None  # long names cost nothing
+
+
+def test_the_tables_own_row_wins_over_the_servers_date() -> None:
+    row = lifecycle_of("o4-mini", "2030-01-01")
+    assert row is not None and str(row.shutdown) == "2026-10-23"
+
+
+@pytest.mark.parametrize(
+    ("row", "problem"),
+    [
+        ({"shutdown": "2026-1-1"}, "dates must be YYYY-MM-DD"),
+        ({"shutdown": "2026-10-23", "deprecated": "soon"}, "dates must be YYYY-MM-DD"),
+        ({"shutdown": "2026-10-23", "deprecated": "2026-11-01"}, "deprecated after its shutdown"),
+        ({}, "dates must be YYYY-MM-DD"),
+    ],
+)
+def test_a_bad_lifecycle_row_is_refused_naming_it(row: dict[str, str], problem: str) -> None:
+    with pytest.raises(ValueError, match=f"lifecycle m: {problem}"):
+        parse_lifecycles({"lifecycle": {"m": row}})
