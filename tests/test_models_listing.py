@@ -16,8 +16,8 @@ from tagger.sending.models import (
     fetch_listing,
     parse_listing,
 )
-from tests.fakeserver import FakeLLM
 from tests.fakerules import ModelRules
+from tests.fakeserver import FakeLLM
 from tests.harness import TEST_KEY, StartFake, TaggerCLI, invoke, one_line, taxonomy_ids
 
 
@@ -80,7 +80,7 @@ def test_a_trickled_listing_ends_at_the_deadline_and_can_be_cancelled() -> None:
     async def scenario() -> None:
         server = await _serve(_trickle)
         async with server:
-            with pytest.raises(ListingUnreadable, match="no whole answer within 0.5 s"):
+            with pytest.raises(ListingUnreadable, match=r"no whole answer within 0\.5 s"):
                 await fetch_listing(_config(server), deadline=0.5)
             # Ctrl-C cancels the run's task: the listing is awaited, not a thread to wait for.
             task = asyncio.ensure_future(fetch_listing(_config(server), deadline=60))

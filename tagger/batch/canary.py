@@ -114,10 +114,8 @@ async def _try(
         except FatalAPIError:
             raise
         except Exception as exc:  # a timeout, a dropped connection: says nothing of parameters
-            transient += 1
-            if transient >= TRANSIENT_TRIES:
-                return _gave_up(type(exc).__name__)
-            continue
+            # Not tried again: a slow server's timeout is minutes, and says nothing either.
+            return _gave_up(type(exc).__name__)
         report.usage += reply.usage
         report.shapes.append(body_shape(body))
         return None

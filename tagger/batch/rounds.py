@@ -125,6 +125,8 @@ class BatchRounds:
         config, state = self.config, self.state
         if config.max_requests is not None and state.submitted_requests >= config.max_requests:
             return  # the limit is reached: the round will write its lines not run
+        if config.max_cost is not None and state.estimated_cost >= config.max_cost:
+            return
         rules = request_rules(config.client, self.plan.prompt.params, state.adaptations)
         client = LLMClient(config.client, SendGate(concurrency=1), rules)
         try:
