@@ -81,37 +81,39 @@ def names_deployments(base_url: str) -> bool:
 
 async def fetch_listing(config: ClientConfig, deadline: float = LIST_DEADLINE) -> Listing:
     """GET /models within `deadline` seconds in all; FatalAPIError for a refused key,
-    ListingUnreadable for anything else that is not a readable list."""
-    import openai
+    ListingUnreadable for anything else that is not a readable list.
+
+    Through httpx2 (the openai SDK's own HTTP client) rather than the SDK: it imports in a
+    tenth of the time, and a fully cached run at defaults still lists a local server's models.
+    The error body is read bounded too (the SDK would read it whole).
+    """
+    import httpx2
 
     where = public_url(config.effective_base_url)
     secret = config.api_key.get_secret_value() if config.api_key else None
-    sdk = openai.AsyncOpenAI(
-        api_key=secret or "unused",
-        base_url=config.effective_base_url,
-        timeout=openai.Timeout(deadline, connect=min(deadline, CONNECT_TIMEOUT)),
-        max_retries=0,
-    )
+    headers = {"Accept": "application/json", "Authorization": f"Bearer {secret or 'unused'}"}
+    timeout = httpx2.Timeout(deadline, connect=min(deadline, CONNECT_TIMEOUT))
     body = bytearray()
     try:
-        async with asyncio.timeout(deadline):
-            async with sdk.models.with_streaming_response.list() as response:
-                async for chunk in response.iter_bytes():
+        async with asyncio.timeout(deadline), httpx2.AsyncClient(timeout=timeout) as http:
+            url = f"{config.effective_base_url}/models"
+            async with http.stream("GET", url, headers=headers) as response:
+                status = response.status_code
+                async for chunk in response.aiter_bytes():
                     body += chunk
                     if len(body) > MAX_LISTING_BYTES:
                         raise ListingUnreadable(f"over {MAX_LISTING_BYTES // 1024 // 1024} MB")
     except TimeoutError:
         raise ListingUnreadable(f"no whole answer within {deadline:g} s") from None
-    except openai.APIStatusError as exc:
-        if exc.status_code in (401, 403):
-            raise _key_refused(where, exc.status_code) from None
-        message = redact(" ".join(str(exc.message)[:300].split()), secret)
-        raise ListingUnreadable(f"HTTP {exc.status_code}: {message[:200]}") from None
-    except openai.APIError as exc:
+    except httpx2.HTTPError as exc:
         raise ListingUnreachable(f"cannot connect ({type(exc).__name__})") from None
-    finally:
-        await sdk.close()
-    return parse_listing(body.decode("utf-8", errors="replace"))
+    if status in (401, 403):
+        raise _key_refused(where, status)
+    text = body.decode("utf-8", errors="replace")
+    if status >= 400:
+        message = redact(" ".join(text[:300].split()), secret)
+        raise ListingUnreadable(f"HTTP {status}: {message[:200]}")
+    return parse_listing(text)
 
 
 def parse_listing(text: str) -> Listing:
