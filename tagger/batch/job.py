@@ -28,6 +28,7 @@ from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.redact import public_url
+from tagger.sending.models import check_model, with_only_model
 
 
 @dataclass
@@ -66,8 +67,16 @@ async def run_batch_job(
     """
     assert config.batch is not None
     check_batch_options(config)
-    plan = RunPlan.load(config)
     target = OutputFile(output, scan.files) if output is not None and writer is None else None
+    try:
+        config = await _checked_model(config)
+    except BaseException:
+        if target is not None:
+            target.discard()
+            target.release()
+        raise
+    assert config.batch is not None
+    plan = RunPlan.load(config)
     cache = AnswerCache(config.cache_dir)
     api = BatchAPI(config.client)
     try:
@@ -117,6 +126,17 @@ async def run_batch_job(
             target.release()
         cache.close()
         await api.aclose()
+
+
+async def _checked_model(config: RunConfig) -> RunConfig:
+    """Before anything is built: the server's only model at defaults; a model the server does
+    not list, or one shut down, stops here; one it lists as OpenAI's gets OpenAI's rules."""
+    config = await with_only_model(config)
+    listing = await check_model(config.client)
+    if listing is not None and listing.openai_owned(config.client.model):
+        client = config.client.model_copy(update={"openai_server": True})
+        config = config.model_copy(update={"client": client})
+    return config
 
 
 def _open_job(

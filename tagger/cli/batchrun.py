@@ -107,14 +107,6 @@ def run_batch(
     from tagger.batch.job import run_batch_job
     from tagger.cli.tables import print_summary
     from tagger.pipeline.bar import BarProgress
-    from tagger.sending.models import check_model_now, with_only_model
-
-    config = asyncio.run(with_only_model(config))  # at defaults, a server's only model
-    listing = check_model_now(config.client)  # a model the server does not list: stop now
-    if listing is not None and listing.openai_owned(config.client.model):
-        # Listed as OpenAI's: a model tagger's table lacks gets today's reasoning rules.
-        client = config.client.model_copy(update={"openai_server": True})
-        config = config.model_copy(update={"client": client})
     from tagger.prompting.prompts import load_prompt
 
     destination = None if str(command.output) == "-" else command.output

@@ -191,11 +191,6 @@ async def check_model(config: ClientConfig, today: dt.date | None = None) -> Lis
     return listing
 
 
-def check_model_now(config: ClientConfig) -> Listing | None:
-    """check_model from synchronous code (a batch run, before it submits)."""
-    return asyncio.run(check_model(config))
-
-
 async def only_model(config: ClientConfig) -> str | None:
     """At defaults (no --model anywhere) on a server that is not OpenAI's: the one model it
     lists, or None when it lists several, none, or cannot be read (the run then decides)."""
