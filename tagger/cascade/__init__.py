@@ -1,7 +1,8 @@
-"""The cascade's statistics: which cheap answers to keep, with a finite-sample guarantee.
+"""The cascade: the cheap model where it is right, the strong one where it is not.
 
-Pure: no I/O and nothing from the rest of tagger; the drivers (live, batch, Ray) ask the
-Certifier which rows to label with the strong model and which to escalate.
+Its statistics (certify, hypergeom, order, plan) are pure: no I/O and nothing from the rest
+of tagger. The drivers ask the Certifier which rows the strong model labels and which it
+answers; the Certifier never sends a request.
 """
 
 from tagger.cascade.certify import CascadeDecision, CascadeTarget, Certifier
