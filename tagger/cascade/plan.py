@@ -18,8 +18,8 @@ from statistics import NormalDist
 # calibration more than a cheap model's logprobs deserve (they are often overconfident).
 ROWS_PER_ALLOWED_ERROR = 8
 MIN_SAMPLE = 30
-_SIZES = 40  # sample sizes tried, spaced geometrically
-_KEEPS = 200  # kept-set sizes tried per sample size
+_SIZES = 30  # sample sizes tried, spaced geometrically
+_KEEPS = 200  # kept-set sizes tried per sample size, the largest that fits first
 
 
 def minimum_sample(rows: int, budget: int) -> int:
