@@ -7,11 +7,11 @@ import random
 
 import pytest
 
-from tagger.cascade import CascadeTarget, Certifier
+from tagger.cascade import CascadeDecision, CascadeTarget, Certifier
 from tagger.cascade.certify import candidate_thresholds, error_budget
 from tagger.cascade.hypergeom import lower_tail
 from tagger.cascade.order import SeededOrder
-from tests.cascadesim import agreement, population, run_cascade
+from tests.cascadesim import Population, agreement, population, run_cascade
 
 
 def _brute_tail(x: int, population: int, marked: int, draws: int) -> float:
@@ -193,3 +193,29 @@ def test_an_informative_cheap_model_right_on_85_percent_escalates_at_most_half()
     decision = run_cascade(world, CascadeTarget(0.95, 0.05, seed=0))
     assert agreement(world, decision) >= 0.95
     assert decision.escalated_share <= 0.5
+
+
+def test_numpy_scalars_and_huge_integers_are_read_as_numbers_or_refused() -> None:
+    numpy = pytest.importorskip("numpy")
+    goal = CascadeTarget(numpy.float64(0.95), numpy.float32(0.05))
+    assert type(goal.target) is float and error_budget(2000, goal.target) == 100
+    certifier = Certifier([numpy.float32(0.9)] * 10 + [10**400, numpy.True_], goal)
+    assert certifier.scored_rows == 10
+
+
+def test_a_sample_that_disagrees_everywhere_keeps_only_what_the_budget_allows_blind() -> None:
+    world = population(2000, seed=3)
+    certifier = Certifier(world.confidences, CascadeTarget(0.95, 0.05, seed=0))
+    while batch := certifier.next_sample():
+        certifier.record(dict.fromkeys(batch, False))
+    decision = certifier.decision()
+    # Even if every kept row disagreed, at most the budget (100 rows) would: still certified.
+    assert len(decision.keep) + len(decision.sampled & _at_or_above(world, decision)) <= 100
+
+
+def _at_or_above(world: Population, decision: CascadeDecision) -> frozenset[int]:
+    if decision.threshold is None:
+        return frozenset()
+    return frozenset(
+        i for i, s in enumerate(world.confidences) if s is not None and s >= decision.threshold
+    )

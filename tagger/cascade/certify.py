@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_DOWN, Decimal
@@ -44,10 +45,12 @@ class CascadeTarget:
 
     def __post_init__(self) -> None:
         for name, value in (("target", self.target), ("delta", self.delta)):
-            if not _real(value) or not 0 < value < 1:
+            number = _real(value)
+            if number is None or not 0 < number < 1:
                 raise ValueError(
                     f"the cascade's {name} must be a number between 0 and 1, not {value!r}"
                 )
+            object.__setattr__(self, name, number)  # a numpy scalar becomes a plain float
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise ValueError(f"the cascade's seed must be an integer, not {self.seed!r}")
 
@@ -275,14 +278,20 @@ def candidate_thresholds(ascending: Sequence[float]) -> list[float]:
     return list(dict.fromkeys(picks))
 
 
-def _real(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+def _real(value: object) -> float | None:
+    """A finite real number (numpy's too) as a float, else None (bools, strings, NaN, inf)."""
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (OverflowError, ValueError):  # a 400-digit integer
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _score(value: object) -> float | None:
-    if _real(value) and 0 <= value <= 1:  # type: ignore[operator]
-        return float(value)  # type: ignore[arg-type]
-    return None
+    number = _real(value)
+    return number if number is not None and 0 <= number <= 1 else None
 
 
 def _percent(share: float) -> str:
