@@ -89,7 +89,7 @@ async def write_rows(
         config.client.rpm, config.client.tpm, config.concurrency, _guard(job, plan, prices)
     )
     rules = request_rules(config.client, plan.prompt.params, job.adaptations)
-    client = LLMClient(config.client, gate, rules)
+    client = LLMClient(config.client, gate, rules, model_checked=True)  # by the batch job
     live = ItemTagger.for_plan(plan, client, ModeProbe(Mode(job.mode)))
     tagger = BatchLeftovers(live, job, live=config.batch.finish_live)
     runner = LiveRunner(plan, tagger, client, cache, writer, progress, prices)

@@ -128,7 +128,7 @@ class BatchRounds:
         if config.max_cost is not None and state.estimated_cost >= config.max_cost:
             return
         rules = request_rules(config.client, self.plan.prompt.params, state.adaptations)
-        client = LLMClient(config.client, SendGate(concurrency=1), rules)
+        client = LLMClient(config.client, SendGate(concurrency=1), rules, model_checked=True)
         try:
             builders = line_builders(state, self.plan, self.abstracts(), self._next_round, rules)
             report = await send_canary(client, builders, state.canary_shapes)

@@ -81,8 +81,15 @@ class LLMClient:
     """An AsyncOpenAI client with tagger's retry policy and error handling."""
 
     def __init__(
-        self, config: ClientConfig, gate: SendGate, rules: RequestRules | None = None
+        self,
+        config: ClientConfig,
+        gate: SendGate,
+        rules: RequestRules | None = None,
+        *,
+        model_checked: bool = False,
     ) -> None:
+        """model_checked: the caller already judged the model against GET /models (a batch
+        job, before its canary and its live leftovers): not listed, nor warned about, again."""
         self.config = config
         self.gate = gate
         self.requests = 0
@@ -107,6 +114,7 @@ class LLMClient:
         )
         self.served_models: set[str] = set()  # the replies' `model`: who really answered
         self._model_check: asyncio.Future[None] | None = None  # GET /models, before any chat
+        self._model_checked = model_checked
         self.listing: Listing | None = None  # what GET /models said (None: unreadable)
         self._model_refused = False  # the check failed and one abstract said so
         self.service_tiers: set[str] = set()  # the replies' `service_tier`
@@ -221,6 +229,8 @@ class LLMClient:
     async def _check_model(self) -> None:
         """Once per run, before the first request: is --model among the models listed, and
         is it still served? Awaited (bounded, with a deadline): Ctrl-C ends it at once."""
+        if self._model_checked:
+            return
         if self._model_check is None:
             self._model_check = asyncio.ensure_future(self._read_listing())
         try:
