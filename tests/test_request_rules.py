@@ -206,3 +206,25 @@ def test_azure_model_names_are_deployments_not_checked_against_the_list(
     from tagger.sending.models import names_deployments
 
     assert names_deployments(url) is deployments
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "x" * 100_000,
+        "gpt-6-" + "a" * 100_000,
+        "gpt-5-" * 20_000 + "2025-01-01",
+        "gpt-5-mini\x1b[2J",
+        "GPT-5-MINI",
+        "gpt-6\n.1-sol",
+        "",
+    ],
+)
+def test_odd_model_names_are_no_family_and_cost_nothing(model: str) -> None:
+    from tagger.sending.lifecycle import lifecycle_of
+
+    assert family_of(model) is None
+    assert lifecycle_of(model) is None
+    # Sent as they are elsewhere; on OpenAI's API, today's reasoning rules.
+    assert "max_tokens" in _rules(model).body_params(PROMPT)
+    assert "max_completion_tokens" in _rules(model, openai_api=True).body_params(PROMPT)
