@@ -26,7 +26,8 @@ def test_a_batch_run_writes_the_rows_a_live_run_writes(tagger_cli: TaggerCLI, tm
     lines = batch_lines(tagger_cli.fake)
     assert all(line["url"] == "/v1/chat/completions" for line in lines)
     assert {first_user_message(line["body"]): line["body"] for line in lines} == live_bodies
-    assert len(tagger_cli.chats()) == len(live_bodies)  # nothing was sent live by the batch run
+    # Nothing was sent live by the batch run but its canary (its first line, as a test).
+    assert len(tagger_cli.chats()) == len(live_bodies) + 1
     # Rows as the live run wrote them; the batch that answered each one recorded.
     rows, live_rows = tagger_cli.rows(), tagger_cli.rows(live_out)
     same = ("id", "summary", "task_area", "method_tags", "status", "error", "mode", "model")
@@ -134,7 +135,7 @@ def test_finish_live_sends_the_repair_turn_live(tagger_cli: TaggerCLI):
 
     assert result.exit_code == 0, result.output
     assert len(tagger_cli.fake.batches.created) == 1
-    (chat,) = tagger_cli.chats()
+    _canary, chat = tagger_cli.chats()  # the first line sent live before uploading, then this
     messages = (chat.body or {})["messages"]
     assert "not-an-area" in messages[-2]["content"]
     assert all(row["status"] == "ok" for row in tagger_cli.rows())
@@ -150,7 +151,7 @@ def test_finish_live_sends_what_an_expired_batch_left_live(tagger_cli: TaggerCLI
 
     assert result.exit_code == 0, result.output
     assert len(tagger_cli.fake.batches.created) == 1
-    assert len(tagger_cli.chats()) == len(seed_texts()) - 50
+    assert len(tagger_cli.chats()) == len(seed_texts()) - 50 + 1  # and the canary
     rows = tagger_cli.rows()
     assert all(row["status"] == "ok" for row in rows)
     assert sum(row["batch_id"] is None for row in rows) == len(seed_texts()) - 50
@@ -190,10 +191,11 @@ def test_max_requests_leaves_the_rest_not_run(tagger_cli: TaggerCLI):
     result = batch_run(tagger_cli, "--max-requests", 5)
 
     assert result.exit_code == 1, result.output
-    assert len(batch_lines(tagger_cli.fake)) == 5
+    assert len(batch_lines(tagger_cli.fake)) == 4  # the canary is the fifth request
+    assert tagger_cli.manifest()["batch"]["canary_requests"] == 1
     rows = tagger_cli.rows()
     not_run = [r for r in rows if r["status"] == "error"]
-    assert len(not_run) == len(rows) - 5
+    assert len(not_run) == len(rows) - 4
     assert all("--max-requests 5 reached" in r["error"] for r in not_run)
     assert counts_in(result.output)["not run"] == len(not_run)
 
@@ -279,10 +281,11 @@ def test_finish_live_spends_only_what_the_batch_rounds_left_of_the_limit(tagger_
     result = batch_run(tagger_cli, "--finish-live", "--max-requests", total + 2)
 
     assert result.exit_code == 1, result.output
+    # The canary and 57 lines leave one request of the limit: one leftover is sent live.
     assert len(tagger_cli.chats()) == 2
     rows = tagger_cli.rows()
-    assert sum(row["status"] == "ok" for row in rows) == 52
-    assert counts_in(result.output)["not run"] == total - 52
+    assert sum(row["status"] == "ok" for row in rows) == 51
+    assert counts_in(result.output)["not run"] == total - 51
 
 
 def test_input_files_are_split_by_bytes_too(tagger_cli: TaggerCLI):

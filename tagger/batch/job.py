@@ -67,6 +67,7 @@ async def run_batch_job(
     """
     assert config.batch is not None
     check_batch_options(config)
+    RunPlan.load(config)  # a bad prompt is refused before anything is asked
     target = OutputFile(output, scan.files) if output is not None and writer is None else None
     try:
         config = await _checked_model(config)
