@@ -100,6 +100,14 @@ class RunOptions(BaseModel):
     ray_address: str | None = None  # None: start a local Ray
     ray_actors: int = Field(2, ge=1)
 
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_named(cls, value: object) -> object:
+        """An empty --model would silently mean the default model."""
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("empty: name a model (`tagger models` lists a server's)")
+        return value
+
     @field_validator("cache_dir", mode="before")
     @classmethod
     def _cache_dir_named(cls, value: object) -> object:

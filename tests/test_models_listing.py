@@ -185,3 +185,13 @@ def test_a_shut_down_model_stops_before_sending_unless_listed(
     assert listed.exit_code == 0, listed.output
     assert "o1 was shut down on 2026-10-23" in one_line(listed.stderr)
     assert "the server still lists it: going on" in one_line(listed.stderr)
+
+
+def test_an_empty_model_name_is_refused_not_taken_for_the_default(
+    listing_fake: FakeLLM, cli_env: Path, tmp_path: Path
+) -> None:
+    cli = TaggerCLI(listing_fake, tmp_path)
+    result = cli.run("--model", "", inputs=[cli.small_input(1)])
+    assert result.exit_code == 2
+    assert "--model: empty: name a model" in one_line(result.stderr)
+    assert listing_fake.history == []
