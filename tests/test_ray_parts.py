@@ -116,6 +116,7 @@ def test_lines_that_are_not_rows_and_headers_that_are_not_headers_are_not_truste
         '{"key": "k", "row": {"index": -7, "status": "ok"}}',
         '{"key": "k", "row": "text"}',
         json.dumps({"key": "k", "row": {**_row(4), "index": "4"}}),  # strings are not numbers
+        json.dumps({"key": "k", "row": _row(5, prompt_tokens=10**50)}),  # a planted bill
         json.dumps({"key": _key(_row(3)), "row": _row(3)}),
     ]
     (directory / "part-x.jsonl").write_text("\n".join(lines) + "\n")
@@ -208,8 +209,11 @@ def test_parts_are_never_written_or_read_through_a_planted_link(tmp_path: Path) 
     directory = own_parts_dir(out)
     planted = _part(elsewhere, [_row(0, summary="planted")])
     (directory / "part-00000099-1.jsonl").symlink_to(planted)
+    os.mkfifo(directory / "part-00000100-1.jsonl")  # opening it would wait forever
+    (directory / "part-00000101-1.jsonl").mkdir()
     read = parts_module.PartsRead()
-    assert find_parts([directory], read) == [] and "not a regular file" in read.skipped_where[0]
+    assert find_parts([directory], read) == [] and read.skipped == 3
+    assert all("not a regular file" in where for where in read.skipped_where)
     os.chmod(directory, 0o777)
     with pytest.raises(OutputError, match="anyone can write"):
         own_parts_dir(out)
@@ -259,3 +263,19 @@ def test_a_record_from_any_dataset_is_checked_column_by_column() -> None:
 def test_a_usage_error_names_what_to_pass() -> None:
     with pytest.raises(UsageError, match="no part files"):
         merge_parts([], Path("x.jsonl"))
+
+
+def test_progress_counts_each_input_position_once_and_never_passes_n_of_n() -> None:
+    from tagger.pipeline.outcome import Status
+    from tagger.ray.job import _Counter
+
+    seen: list[Status] = []
+
+    class Sink:
+        def answered(self, status: Status) -> None:
+            seen.append(status)
+
+    counter = _Counter(Sink(), 3)  # type: ignore[arg-type]
+    for index in (0, 1, 1, 2, 2, 3, -1, 400, "1"):  # a block run twice, positions not there
+        counter.answered(index, Status.OK)
+    assert len(seen) == 3

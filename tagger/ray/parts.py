@@ -31,6 +31,7 @@ from tagger.ray.records import skip_token
 PART_PREFIX = "part-"
 PART_SUFFIX = ".jsonl"
 MAX_LINE_BYTES = 16 * 1024 * 1024  # one row: an abstract and its answer, far below this
+MAX_ROW_TOKENS = 10**8  # one abstract's tokens, retries and repairs included, far below this
 MAX_SEQ = 10**9  # more parts than any run writes: a larger number is not a part's
 _CHUNK = 1024 * 1024
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -220,8 +221,8 @@ def _part_row(line: bytes) -> PartRow | None:
         row = Row.model_validate(value["row"], strict=True)
     except ValidationError:
         return None
-    if row.index < -1:
-        return None
+    if row.index < -1 or max(row.prompt_tokens, row.completion_tokens) > MAX_ROW_TOKENS:
+        return None  # no row tagger wrote: a planted count would make the cost anything
     return PartRow(key, row.index, row.ok, row)
 
 
