@@ -59,14 +59,18 @@ def test_ray_losing_an_actor_is_ray_failing_but_a_bug_in_the_stage_is_a_bug() ->
     assert cluster.job_failure(rex.RayTaskError("map", "traceback", bug)) is bug
 
 
-def test_actors_fit_the_free_cpus_or_the_run_stops_at_once(
+def test_actors_leave_every_node_a_whole_cpu_or_the_run_stops_at_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    free = {"CPU": 1.0}
-    monkeypatch.setattr(ray, "available_resources", lambda: free)
-    assert cluster.actor_cpus(1, 0.25) == 0.25
-    share = cluster.actor_cpus(5, 0.25)  # a 1-CPU head: 5 actors and a read task
-    assert 5 * share + cluster.READ_CPUS <= 1.0
-    free["CPU"] = 0.2
-    with pytest.raises(RayFailed, match="lower --ray-actors"):
+    nodes = [{"Alive": True, "Resources": {"CPU": 1.0}}]
+    monkeypatch.setattr(ray, "nodes", lambda: nodes)
+    assert cluster.actor_cpus(1, 0.25) == 0.0  # a 1-CPU head: Ray Data's tasks need it whole
+    assert cluster.actor_cpus(5, 0.25) == 0.0
+    nodes[:] = [{"Alive": True, "Resources": {"CPU": 1.0}}] * 3  # three 1-CPU nodes
+    assert cluster.actor_cpus(3, 0.25) == 0.0
+    nodes[:] = [{"Alive": True, "Resources": {"CPU": 4.0}}] * 2
+    assert cluster.actor_cpus(8, 0.25) == 0.25
+    assert cluster.actor_cpus(32, 0.25) == pytest.approx(3 / 16)
+    nodes[:] = [{"Alive": True, "Resources": {"CPU": 0.5}}, {"Alive": False}]
+    with pytest.raises(RayFailed, match="no node of the cluster has a whole CPU"):
         cluster.actor_cpus(2, 0.25)

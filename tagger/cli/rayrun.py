@@ -130,17 +130,17 @@ def merge(
                 console,
                 f"Warning: skipped {plural(stats.skipped_lines, 'unreadable line')}: {where}",
             )
-        left = [
-            plural(count, what)
-            for count, what in (
-                (stats.out_of_range, "row for a position the input does not have"),
-                (stats.other_run_rows, "row of another run"),
+        notes = []
+        if stats.other_run_rows:
+            verb = "merged" if any_run else "left out"
+            notes.append(f"{verb} {plural(stats.other_run_rows, 'row')} of other runs")
+        if stats.out_of_range:
+            notes.append(
+                f"left out {plural(stats.out_of_range, 'row')} for positions the input does "
+                "not have"
             )
-            if count
-        ]
-        verb = "merged" if any_run else "left out"
         say(
             console,
             f"wrote {output}: {plural(stats.items, 'row')}, {stats.ok} ok"
-            + (f" ({verb} {', '.join(left)})" if left else ""),
+            + (f" ({'; '.join(notes)})" if notes else ""),
         )

@@ -4,6 +4,7 @@ apart from tagger's (a Ray failure says "Ray failed" and what to try, never "ple
 from __future__ import annotations
 
 import logging
+import math
 
 from tagger.errors import RayFailed
 
@@ -11,8 +12,6 @@ from tagger.errors import RayFailed
 # CPU each (Ray's default) is never free when the actors hold a small cluster's spare CPUs, and
 # then the job waits forever with nothing sent.
 READ_CPUS = 0.25
-# Below this an actor's share is no reservation at all: the cluster is too small for the job.
-MIN_ACTOR_CPUS = 0.01
 _LOCAL_ADVICE = (
     "retry; on a busy machine start Ray yourself (`ray start --head`) and pass --ray-address auto"
 )
@@ -40,33 +39,48 @@ def start_failure(address: str | None, exc: BaseException) -> RayFailed:
     why = _first_line(exc)
     if address is None:
         return RayFailed(f"Ray failed: a local Ray did not start ({why}): {_LOCAL_ADVICE}")
+    token = (
+        "a cluster started with `ray start` checks a token: set RAY_AUTH_MODE=token here, with "
+        "its token in RAY_AUTH_TOKEN (or ~/.ray/auth_token)"
+    )
     if "auth" in why.lower() or "token" in why.lower():
-        advice = (
-            "the cluster uses token authentication: set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN "
-            "(or RAY_AUTH_TOKEN_PATH) to its token, then rerun"
-        )
+        advice = f"{token}, then rerun"
     else:
+        # Ray logs an authentication failure apart from the error it raises: say both.
         advice = (
-            "check that the cluster runs (`ray status` on its head node) and the address, "
-            "then rerun; without --ray-address a local Ray is started"
+            "check that the cluster runs (`ray status` on its head node) and the address; "
+            f"{token}; then rerun (without --ray-address a local Ray is started)"
         )
     return RayFailed(f"Ray failed: could not join the cluster at {address} ({why}): {advice}")
 
 
 def actor_cpus(actors: int, wanted: float) -> float:
-    """The CPUs each tagging actor asks for, so that the actors and a read task always fit in
-    the CPUs the cluster has free; RayFailed at once if they cannot."""
+    """The CPUs each tagging actor asks for: `wanted`, or less (down to none), so that every
+    node keeps a whole CPU for Ray Data's own tasks; RayFailed at once if no node has one.
+
+    Ray Data splits the inputs into blocks with tasks of one whole CPU each. Actors holding
+    a quarter of a CPU on every node of a small cluster (a 1-CPU head with one actor; three
+    1-CPU nodes with three) leave no node a whole CPU: those tasks never run, and the job
+    waits forever with nothing sent. An actor mostly waits on the network; it needs no CPU
+    reserved to run.
+    """
     import ray
 
-    free = float(ray.available_resources().get("CPU", 0.0))  # type: ignore[no-untyped-call]
-    room = free - READ_CPUS
-    if room / actors < MIN_ACTOR_CPUS:
+    nodes = [node for node in ray.nodes() if node.get("Alive")]  # type: ignore[no-untyped-call]
+    cpus = [float(node.get("Resources", {}).get("CPU", 0.0)) for node in nodes]
+    if not cpus or max(cpus) < 1:
         raise RayFailed(
-            f"Ray failed: the cluster has {free:g} CPU free, and {actors} tagging actors and "
-            f"a read task need at least {actors * MIN_ACTOR_CPUS + READ_CPUS:g}: lower "
-            "--ray-actors, or add CPUs to the cluster (`ray status` shows what it has)"
+            f"Ray failed: no node of the cluster has a whole CPU ({_cpus(cpus)}), and Ray "
+            "Data's tasks that split the inputs need one: add a node with `ray start "
+            "--address … --num-cpus 1` (or more), or run without --ray-address"
         )
-    return min(wanted, room / actors)
+    per_node = math.ceil(actors / len(cpus))  # Ray Data spreads its actors over the nodes
+    room = min(cpu - 1.0 for cpu in cpus) / per_node
+    return max(0.0, min(wanted, room))
+
+
+def _cpus(cpus: list[float]) -> str:
+    return ", ".join(f"{cpu:g}" for cpu in cpus[:8]) + " CPU" if cpus else "no node alive"
 
 
 def job_failure(exc: BaseException) -> BaseException:
