@@ -105,7 +105,7 @@ def run_on_ray(
         limiter=limiter,
         mark_skipped=True,
     )
-    progress.started(lambda: LiveCounts(0, 0, 0.0))
+    progress.started(_Live(limiter))
     kept: dict[int, str] = {}  # position -> the skip token of the earlier row kept there
     writer = PartWriter(directory, PartHeader(run, next_seq(found), scan.count))
     try:
@@ -126,6 +126,7 @@ def run_on_ray(
         ),
         prices=prices,
         flex=config.client.service_tier == "flex",
+        inputs=scan.files,
     )
     progress.finished(stats)
     return RayResult(stats, merged, run, earlier)
@@ -146,6 +147,31 @@ def _drain(tagged: Any, writer: PartWriter, kept: dict[int, str], counter: _Coun
             rows.append({"key": record["key"], "row": row})
             counter.answered(index, _status(row))
         writer.write(rows)
+
+
+class _Live:
+    """The cluster's retries for the progress line: asked of the limiter at most once a second,
+    never waited for (the bar is drawn from another thread)."""
+
+    def __init__(self, limiter: Any) -> None:
+        self._limiter = limiter
+        self._asked: Any = None
+        self._when = 0.0
+        self._last = LiveCounts(0, 0, 0.0)
+
+    def __call__(self) -> LiveCounts:
+        import ray
+
+        if self._asked is not None and ray.wait([self._asked], timeout=0)[0]:
+            try:
+                stats: LimiterStats = ray.get(self._asked)
+                self._last = LiveCounts(stats.workers.retries, 0, 0.0)
+            except Exception:  # a lost limiter: the run's end says so
+                pass
+            self._asked = None
+        if self._asked is None and time.monotonic() - self._when > 1.0:
+            self._asked, self._when = self._limiter.stats.remote(), time.monotonic()
+        return self._last
 
 
 class _Counter:

@@ -194,6 +194,7 @@ def write_merged(
     *,
     prices: PriceTable | None = None,
     flex: bool = False,
+    inputs: Sequence[Path] = (),
 ) -> MergeStats:
     """Write the chosen rows to OUT with the manifest `manifest(stats)` returns.
 
@@ -201,7 +202,7 @@ def write_merged(
     Every row is priced by the model that answered it.
     """
     stats = chosen.stats
-    target = OutputFile(output, [part.path for part in chosen.parts])
+    target = OutputFile(output, [*inputs, *(part.path for part in chosen.parts)])
     try:
         try:
             by_model: dict[tuple[str, bool], Usage] = {}
