@@ -263,8 +263,9 @@ def _fill(
     stats.stop_reason = sent.stopped
     if sent.stopped:
         lost = sent.stopped.startswith(LIMITER_LOST)
+        # The parts make a rerun finish, whether or not answers were cached.
         stats.stop_advice = stop_advice(
-            limit=sent.budget, fatal=not (sent.budget or lost), cached=config.use_cache
+            limit=sent.budget, fatal=not (sent.budget or lost), cached=True
         )
     stats.rate_limit_pause = sent.paused_seconds
     stats.learned_limits = list(sent.learned)

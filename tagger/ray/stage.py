@@ -108,6 +108,7 @@ class RecordTagger:
         self._run_fields = plan.run_fields()
         self._advice = ""
         self._refreshed: set[str] = set()
+        self._resumable = False
         self.repairs = 0
 
     async def tag(
@@ -119,6 +120,7 @@ class RecordTagger:
     ) -> list[dict[str, Any]]:
         """One output record per input record, in order, but those `skip` names (done):
         left out, or with `mark_skipped` a record of status "skipped" naming the row kept."""
+        self._resumable = self._resumable or mark_skipped
         jobs: list[asyncio.Future[dict[str, Any]] | dict[str, Any]] = []
         inflight: dict[str, asyncio.Future[Outcome]] = {}
         for position, record in enumerate(records):
@@ -199,7 +201,9 @@ class RecordTagger:
 
     def _not_run(self, reason: object, *, limit: bool) -> Outcome:
         if not self._advice:
-            self._advice = stop_advice(limit=limit, fatal=False, cached=self.cache is not None)
+            # A driver keeping parts (mark_skipped) finishes on a rerun, cache or not.
+            resumable = self.cache is not None or self._resumable
+            self._advice = stop_advice(limit=limit, fatal=False, cached=resumable)
         return Outcome.not_run(reason, self._advice)
 
     def counters(self) -> WorkerCounters:
