@@ -306,7 +306,7 @@ def test_killing_the_driver_then_rerunning_pays_only_for_what_was_in_flight(
     driver = tagger_process(args, tmp_path, log)
 
     def written() -> int:
-        return sum(part.read_text().count("\n") for part in find_parts([parts_dir(out)]))
+        return sum(p.path.read_text().count("\n") for p in find_parts([parts_dir(out)]))
 
     wait_until(lambda: parts_dir(out).is_dir() and written() >= 60, "rows in a part", driver, log)
     _freeze(fake)
