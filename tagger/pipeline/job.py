@@ -298,6 +298,7 @@ def _stats_fields(stats: RunStats) -> dict[str, Any]:
         "bill_to_floor": bill_to_floor(stats),
     }
     del fields["kept_output"]  # a manifest is written only beside rows that became the output
+    del fields["model_listings"]  # the manifest's `requests` are what was billed
     return fields
 
 
@@ -312,7 +313,7 @@ def summarise(stats: RunStats) -> Sequence[tuple[str, str]]:
         ("failed", str(stats.failed)),
         ("not run", str(stats.not_run)),
         ("cached", str(stats.cached)),
-        ("requests", str(stats.requests)),
+        ("requests", _requests(stats)),
         ("retries", str(stats.retries)),
         ("repairs", str(stats.repairs)),
         ("tokens", describe_tokens(stats.usage)),
@@ -354,6 +355,13 @@ def describe_floor(stats: RunStats) -> str:
     ratio = bill_to_floor(stats)
     paid = f"; paid {ratio:.2f}x that" if ratio is not None else ""
     return f"${stats.floor_cost:.4f} (the abstracts and the answers alone){paid}"
+
+
+def _requests(stats: RunStats) -> str:
+    """'3', or '0 chat, 1 GET /models' when the model list was asked for (a refused key)."""
+    if not stats.model_listings or stats.requests:
+        return str(stats.requests)
+    return f"0 chat, {stats.model_listings} GET /models"
 
 
 def describe_tokens(usage: Usage) -> str:

@@ -29,6 +29,7 @@ from tagger.pricing import PriceTable, count_text_tokens
 from tagger.prompting.plan import RunPlan
 from tagger.sending.client import LLMClient
 from tagger.usage import NO_USAGE, Usage
+from tagger.wording import clip
 
 
 class AbstractTagger(Protocol):
@@ -44,6 +45,7 @@ class AbstractTagger(Protocol):
 
 
 MAX_ERROR_REASONS = 1000  # distinct failure reasons tallied for the summary's top three
+MAX_ERROR_CHARS = 300  # of each: a whole fatal message fits
 
 
 @dataclass
@@ -246,7 +248,7 @@ class LiveRunner:
         stats.ok += status is Status.OK
         stats.failed += status is Status.FAILED
         if status is Status.FAILED and outcome.error:
-            reason = " ".join(outcome.error.split())[:200]
+            reason = clip(" ".join(outcome.error.split()), MAX_ERROR_CHARS)
             if reason not in self._errors and len(self._errors) >= MAX_ERROR_REASONS:
                 reason = "other reasons"  # a bounded tally, however varied the failures
             self._errors[reason] += 1
@@ -287,6 +289,7 @@ class LiveRunner:
         # Each collaborator reports a snapshot of its own counters.
         sent, mode = self.client.snapshot(), self.tagger.snapshot()
         stats.requests = sent.requests
+        stats.model_listings = sent.model_listings
         stats.retries = sent.retries
         stats.cost = self._cost(sent.served_models)
         stats.cost_parts, stats.floor_cost = self._parts(sent.served_models)
