@@ -1,5 +1,5 @@
-"""Why a connection failed, read from the exception chain: a TLS handshake that failed, a
-connection that was never made in time, or a server that answered nothing.
+"""Why requests fail before any answer: a TLS handshake that failed, a connection never made
+in time (read from the exception chain), or a base URL that is not the API's root.
 
 Both transports end in openai.APIConnectionError or APITimeoutError (aiohttp even reports a
 refused TLS handshake as a timeout); the cause is further down the chain, so it is read there.
@@ -7,6 +7,7 @@ refused TLS handshake as a timeout); the cause is further down the chain, so it 
 
 from __future__ import annotations
 
+import re
 import ssl
 from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
@@ -94,4 +95,42 @@ def no_connection_message(
     return (
         f"no connection to {where} within {seconds:g} s ({attempts} tries): is the host up and "
         "the port open? check --base-url / OPENAI_BASE_URL"
+    )
+
+
+# Paths people paste where the base URL goes: an endpoint, not the API's root.
+_ENDPOINTS = ("/chat/completions", "/completions", "/responses", "/models", "/embeddings")
+_VERSIONED = re.compile(r"/v\d+(?:beta\d*|alpha\d*)?(?:/openai)?$", re.IGNORECASE)
+
+
+def suggested_base_url(url: str) -> str | None:
+    """The base URL an OpenAI-compatible server most likely has, when this one is not it:
+    an endpoint's path cut off (`…/v1/chat/completions` → `…/v1`), a missing `/v1` added
+    (`http://host:8000` → `http://host:8000/v1`); None when the URL already looks right."""
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    for endpoint in _ENDPOINTS:
+        if path.lower().endswith(endpoint):
+            path = path[: -len(endpoint)]
+            break
+    if path.lower().endswith("/api"):  # Ollama's own API; its OpenAI one is at /v1
+        path = path[: -len("/api")]
+    if not _VERSIONED.search(path):
+        path += "/v1"
+    suggested = urlunsplit(parts._replace(path=path))
+    return None if suggested == url.rstrip("/") else suggested
+
+
+def wrong_base_url_message(where: str, model: str) -> str:
+    """Both the chat request and GET /models were 404: the URL, not the model, is wrong."""
+    suggested = suggested_base_url(where)
+    advice = (
+        f"try --base-url {suggested}"
+        if suggested
+        else "check --base-url / OPENAI_BASE_URL against the server's documentation"
+    )
+    return (
+        f"{where} answered HTTP 404 both to the chat request and to GET /models, so the base "
+        f"URL is wrong rather than the model '{model}' (OpenAI-compatible servers usually end "
+        f"in /v1): {advice}"
     )
