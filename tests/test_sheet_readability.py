@@ -258,3 +258,14 @@ def test_review_sheet_header_notes_say_what_gold_import_accepts(books: dict[str,
     assert "; or ," in notes["method_tags"]
     assert "35 words" in notes["summary"]
     assert "y" in notes["reviewed"]
+
+
+def test_hostile_run_rows_still_print_the_reading_columns_at_70_percent(tmp_path: Path) -> None:
+    rows = run_rows(3)
+    rows[0]["task_area"] = "x" * 300  # a run file is data: any length
+    rows[1]["task_area_confidence"] = 0.123456789012345
+    rows[2]["reviewed"] = "y" * 200
+    path = tmp_path / "review.xlsx"
+    invoke("export", write(tmp_path / "run.jsonl", rows), "-o", path)
+    setup = load_workbook(path).worksheets[0].page_setup
+    assert setup.scale >= MIN_PRINT_SCALE

@@ -14,7 +14,14 @@ from tagger.errors import OutputError, UsageError
 from tagger.files.atomic import write_atomic_with
 from tagger.files.csvrows import allow_long_cells, csv_problem, guess_delimiter
 from tagger.files.ownfiles import XLSX_CREATOR
-from tagger.files.sheetlayout import border_table, fit_width, print_scale, print_setup, row_height
+from tagger.files.sheetlayout import (
+    MAX_WIDTH,
+    border_table,
+    fit_width,
+    print_scale,
+    print_setup,
+    row_height,
+)
 
 # The columns a reviewer reads come first, `reviewed` to `abstract`: on paper they fill the first
 # page across at a readable scale; the run's bookkeeping follows (on screen, and on later pages).
@@ -37,6 +44,9 @@ _WIDE = {
     "summary_a": 40, "summary_b": 40, "tags_a": 28, "tags_b": 28, "tags_removed": 24,
     "tags_added": 24,
 }  # fmt: skip
+# At most this wide (the longest area id is 34 characters): whatever a run file holds, the
+# reading columns still fit one page across at MIN_PRINT_SCALE; longer text wraps.
+_NARROW = {"task_area": 36.0, "task_area_confidence": 12.0, "reviewed": 12.0}
 _WRAP = frozenset(_WIDE)
 _PRINT_THROUGH = "abstract"
 # Hidden when no row has a value: a run without log-probabilities has no confidences.
@@ -210,7 +220,10 @@ def _write_xlsx(
             header.comment = Comment((notes or {})[name], "tagger", width=320, height=110)
     texts = [[_shown(value) for value in row] for row in cells]
     widths = [
-        float(_WIDE.get(name) or fit_width(name, (row[c] for row in texts)))
+        float(
+            _WIDE.get(name)
+            or fit_width(name, (row[c] for row in texts), _NARROW.get(name, MAX_WIDTH))
+        )
         for c, name in enumerate(columns)
     ]
     longest = [max((len(row[c]) for row in texts), default=0) for c in range(len(columns))]
