@@ -14,6 +14,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 # httpx's ConnectTimeout, aiohttp's ConnectionTimeoutError (its read timeouts are others).
 _CONNECT_TIMEOUTS = frozenset({"ConnectTimeout", "ConnectionTimeoutError"})
+# OpenSSL's X509_V_ERR_HOSTNAME_MISMATCH and X509_V_ERR_IP_ADDRESS_MISMATCH.
+_NAME_MISMATCH = frozenset({62, 64})
 _MAX_CHAIN = 12  # causes followed at most (a chain is finite, but not trusted to be short)
 _PLAIN = "if the server speaks plain HTTP (local servers usually do), use --base-url {url}"
 
@@ -55,17 +57,27 @@ def plain_http(url: str) -> str | None:
 def tls_reason(error: ssl.SSLError) -> str:
     """'wrong version number', 'certificate verify failed: self-signed certificate', ..."""
     if isinstance(error, ssl.SSLCertVerificationError) and error.verify_message:
-        return f"certificate verify failed: {error.verify_message}"
+        return f"certificate verify failed: {str(error.verify_message).rstrip('.')}"
     reason = getattr(error, "reason", None)
     if isinstance(reason, str) and reason:
         return reason.replace("_", " ").lower()
     return " ".join(str(error).split())[:120] or type(error).__name__
 
 
+def _verify_code(error: ssl.SSLCertVerificationError) -> int | None:
+    code = getattr(error, "verify_code", None)  # set by the ssl module, not by every raiser
+    return code if isinstance(code, int) else None
+
+
 def tls_message(error: ssl.SSLError, where: str) -> str:
     """What to tell a user whose TLS handshake failed, and what to try."""
     reason = tls_reason(error)
-    if isinstance(error, ssl.SSLCertVerificationError):
+    if isinstance(error, ssl.SSLCertVerificationError) and _verify_code(error) in _NAME_MISMATCH:
+        advice = (
+            "its certificate was issued for another name: put that name in --base-url, "
+            "or use http:// for a server on your own network"
+        )
+    elif isinstance(error, ssl.SSLCertVerificationError):
         advice = (
             "its certificate is not one this machine trusts: give it a trusted one, point "
             "SSL_CERT_FILE at its CA bundle, or use http:// for a server on your own network"
