@@ -73,13 +73,14 @@ def run_args(source: Path, out: Path, url: str, *extra: str) -> list[str]:
 def run_tagger(args: list[str], code: Path | None = None) -> tuple[float, float, int]:
     """Run `tagger` in a child process: (wall seconds, peak RSS MB of children, exit code).
 
-    `code`: a folder holding another version's `tagger/` package to run instead (a baseline).
+    `code`: a folder holding another version's `tagger/` package (and `prompts/`) to run
+    instead, from that folder (`python -m` puts the working folder first on the path).
     """
     env = {**os.environ, "PYTHONPATH": str(code)} if code is not None else None
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "tagger.cli.app", *args],
-        cwd=ROOT,
+        cwd=code or ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
