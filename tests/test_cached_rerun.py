@@ -15,7 +15,7 @@ import pytest
 from tagger.config import ClientConfig, RunConfig
 from tagger.files.abstracts import Abstract, InputScan, _Keeper, scan
 from tagger.files.rows import RowList
-from tagger.pipeline.cache import BULK_KEYS, AnswerCache
+from tagger.pipeline.cache import BULK_KEYS, MAX_ENTRY_CHARS, AnswerCache
 from tagger.pipeline.item import ProbeSnapshot
 from tagger.pipeline.job import run_job
 from tagger.pipeline.live import LiveRunner
@@ -150,6 +150,7 @@ def test_planted_and_unreadable_entries_read_in_bulk_are_misses(tmp_path: Path) 
     cache = AnswerCache(tmp_path / "cache")
     try:
         cache.put("good", {"answer": {"summary": "s"}})
+        huge = '{"answer": {"summary": "' + "x" * MAX_ENTRY_CHARS + '"}}'  # valid, too long
         raw = cache._cache  # planted rows, as someone with write access to cache.db could
         raw._sql("INSERT INTO Cache (key, raw, store_time, expire_time, access_time, "
                  "access_count, tag, size, mode, filename, value) VALUES "
@@ -158,9 +159,10 @@ def test_planted_and_unreadable_entries_read_in_bulk_are_misses(tmp_path: Path) 
                  "('expired', 1, 0, 1, 0, 0, NULL, 0, 1, NULL, '{\"answer\": {}}'), "
                  "('notjson', 1, 0, NULL, 0, 0, NULL, 0, 1, NULL, '{nope'), "
                  "('deep', 1, 0, NULL, 0, 0, NULL, 0, 1, NULL, ?), "
-                 "('list', 1, 0, NULL, 0, 0, NULL, 0, 1, NULL, '[1]')",
-                 ("[" * 100_000,))  # fmt: skip
-        keys = ["good", "pickled", "side", "expired", "notjson", "deep", "list", "missing"]
+                 "('list', 1, 0, NULL, 0, 0, NULL, 0, 1, NULL, '[1]'), "
+                 "('huge', 1, 0, NULL, 0, 0, NULL, 0, 1, NULL, ?)",
+                 ("[" * 100_000, huge))  # fmt: skip
+        keys = ["good", "pickled", "side", "expired", "notjson", "deep", "list", "huge", "missing"]
         bulk = cache.get_many(keys * 100)  # repeats and several queries
         assert bulk == {key: cache.get(key) for key in keys if cache.get(key) is not None}
         assert list(bulk) == ["good"]

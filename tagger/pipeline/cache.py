@@ -28,10 +28,13 @@ _KNOWN_SETTINGS = frozenset(diskcache.DEFAULT_SETTINGS) | frozenset(diskcache.co
 _PRAGMA_VALUE = re.compile(r"-?\d+|[A-Za-z]+")
 # Keys per query of a bulk read: under the 999 host parameters of SQLite's older builds.
 BULK_KEYS = 256
+# An entry is an answer of a few hundred characters (30 words, 6 tags) and its counts: a longer
+# one was planted. It is a miss, and a bulk read never brings it into memory.
+MAX_ENTRY_CHARS = 1_000_000
 # Diskcache's own query in Cache.get (its fast path: no statistics, no eviction), for many keys.
 _SELECT_MANY = (
-    "SELECT key, mode, filename, value FROM Cache WHERE raw = 1 AND key IN ({marks})"
-    " AND (expire_time IS NULL OR expire_time > ?)"
+    "SELECT key, mode, filename, CASE WHEN length(value) <= ? THEN value END FROM Cache"
+    " WHERE raw = 1 AND key IN ({marks}) AND (expire_time IS NULL OR expire_time > ?)"
 )
 
 
@@ -86,7 +89,8 @@ class _GuardedCache(diskcache.Cache):  # type: ignore[misc]
         """(key, value) of the str keys present, in one query: what get() reads for each."""
         query = _SELECT_MANY.format(marks=",".join("?" * len(keys)))
         found: list[tuple[str, Any]] = []
-        for key, mode, filename, value in self._sql(query, (*keys, time.time())).fetchall():
+        found_rows = self._sql(query, (MAX_ENTRY_CHARS, *keys, time.time())).fetchall()
+        for key, mode, filename, value in found_rows:
             try:
                 found.append((key, self._disk.fetch(mode, filename, value, False)))
             except (ValueError, OSError):  # get() too counts an entry it refuses as a miss
@@ -248,7 +252,7 @@ class AnswerCache:
 
 def _entry(raw: Any) -> dict[str, Any] | None:
     """A stored text as an entry; None for anything else (a planted or damaged entry)."""
-    if not isinstance(raw, str):
+    if not isinstance(raw, str) or len(raw) > MAX_ENTRY_CHARS:
         return None
     try:
         value = parse_server_json(raw)  # a planted entry: bounded, junk numbers as null
