@@ -87,3 +87,20 @@ def test_without_an_expiry_a_repair_still_goes_into_a_batch_round(
     assert result.exit_code == 0, result.output
     assert tagger_cli.fake.batches is not None
     assert len(tagger_cli.fake.batches.created) == 2 and tagger_cli.chats() == []
+
+
+def test_leftovers_sent_live_never_take_the_run_over_max_cost(tagger_cli: TaggerCLI) -> None:
+    corpus = _corpus(tagger_cli)
+    dry = tagger_cli.run("--batch", "--dry-run", inputs=[corpus])
+    assert dry.exit_code == 0, dry.output
+    batch_estimate = float(dry.output.split("estimated cost with --batch: $", 1)[1].split()[0])
+    cap = round(batch_estimate * 1.017, 4)  # the batch, and room for 2 or 3 of 8 lines live
+    _expiring(tagger_cli, "expire:292")
+    result = batch_run(tagger_cli, "--max-cost", cap, inputs=[corpus])
+    assert result.exit_code == 1, result.output
+    sent_live = len(tagger_cli.chats())
+    assert 0 < sent_live < 8, "every leftover was sent though the cap was nearly spent"
+    manifest = tagger_cli.manifest()
+    assert manifest["estimated_cost_usd"] <= cap
+    assert manifest["not_run"] == 8 - sent_live
+    assert all("--max-cost" in r["error"] for r in tagger_cli.rows() if r["status"] != "ok")
