@@ -197,8 +197,8 @@ class _Keeper:
     its time; past the bound (a large run) they are streamed again, to keep memory flat.
     """
 
-    MAX_ABSTRACTS = 50_000
-    MAX_CHARS = 32_000_000  # of abstracts and titles: ~45 MB kept at most
+    MAX_ABSTRACTS = 25_000
+    MAX_CHARS = 25_000_000  # of abstracts and titles: ~40 MB kept at most (ASCII text)
 
     def __init__(self) -> None:
         self._kept: list[Abstract] | None = []
