@@ -22,6 +22,7 @@ from tagger.errors import (
 )
 from tagger.pipeline.request import build_request
 from tagger.redact import public_url, redact
+from tagger.sending.connection import listing_not_found, wrong_base_url_message
 from tagger.sending.gate import GateSnapshot, SendGate
 from tagger.sending.models import check_model_offered, names_deployments, offered_models_hint
 from tagger.sending.params import RequestRules, refusal_of
@@ -361,6 +362,8 @@ class LLMClient:
                 f"{where} refused the API key (HTTP {exc.status_code}): check OPENAI_API_KEY "
                 "in .env or pass --api-key"
             )
+        elif exc.status_code == 404 and listing_not_found(self.config):
+            fatal = FatalAPIError(wrong_base_url_message(where, self.config.model))
         elif exc.status_code == 404:
             fatal = FatalAPIError(
                 f"model '{self.config.model}' was not found at {where} (HTTP 404): check --model "
