@@ -199,7 +199,7 @@ async def only_model(config: ClientConfig) -> str | None:
         return None
     try:
         listing = await fetch_listing(config)
-    except ListingUnreadable:
+    except (ListingUnreadable, FatalAPIError):  # a refused key: the run says so, as ever
         return None
     return listing.ids[0] if len(listing.ids) == 1 else None
 
