@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tagger.batch.api import BatchInfo
@@ -18,7 +18,7 @@ from tagger.pipeline.request import request_rules
 from tagger.prompting.plan import RunPlan
 from tagger.sending.params import refusal_of
 from tagger.sending.reply import Reply, reply_from_json
-from tagger.usage import Usage
+from tagger.usage import Usage, at_least, plausible
 
 log = logging.getLogger(__name__)
 # Lines a batch never ran because it ended first: resubmitted, never failed for it.
@@ -102,9 +102,10 @@ class Collector:
         if not isinstance(status, int):
             return False
         client, params = self.plan.config.client, self.plan.prompt.params
-        rules = request_rules(client, params, self.state.adaptations)
+        key = self.plan.prompt_cache_key
+        rules = request_rules(client, params, self.state.adaptations, cache_key=key)
         # The line was built before some of what the job knows now: either set of names.
-        before = request_rules(client, params).body_params(params)
+        before = request_rules(client, params, cache_key=key).body_params(params)
         sent = {"model", "messages", "response_format", *before, *rules.body_params(params)}
         refusal = refusal_of(status, body, _error_of(body)[0] or "", sent)
         if refusal is None or not rules.learn(refusal):
@@ -124,9 +125,14 @@ class Collector:
         try:
             reply = reply_from_json(body)
         except TypeError:
-            reply = Reply(content="", finish_reason=None)  # validation says what is wrong
+            # Validation says what is wrong; what it cost is not known: the estimate.
+            reply = Reply(content="", finish_reason=None, usage_believed=False)
         if unreadable is not None:
-            reply = Reply(content="", finish_reason=None, problem=unreadable)
+            reply = Reply(content="", finish_reason=None, problem=unreadable, usage_believed=False)
+        expected = Usage.from_fields(item.estimate)
+        if not (reply.usage_believed and plausible(reply.usage, expected)):
+            # Junk, no or implausible usage: at least what tagger expected the line to cost.
+            reply = replace(reply, usage=at_least(reply.usage, expected))
         self.state.requests += 1
         total = Usage.from_fields(self.state.usage) + reply.usage
         self.state.usage = total.as_fields()

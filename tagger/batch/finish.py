@@ -96,7 +96,9 @@ async def write_rows(
     gate = SendGate(
         config.client.rpm, config.client.tpm, config.concurrency, _guard(job, plan, prices)
     )
-    rules = request_rules(config.client, plan.prompt.params, job.adaptations)
+    rules = request_rules(
+        config.client, plan.prompt.params, job.adaptations, cache_key=plan.prompt_cache_key
+    )
     client = LLMClient(config.client, gate, rules)
     tagger = BatchLeftovers(
         ItemTagger.for_plan(plan, client, ModeProbe(Mode(job.mode))),

@@ -38,7 +38,7 @@ from tagger.sending.server_faults import (
     server_message,
     wait_strategy,
 )
-from tagger.usage import NO_USAGE, RequestEstimate, at_least
+from tagger.usage import NO_USAGE, RequestEstimate, at_least, plausible
 
 if TYPE_CHECKING:
     import openai
@@ -286,7 +286,10 @@ class LLMClient:
                 self.health.responded(raw.http_response.status_code)
                 self.gate.observe(raw.headers, answered_sent_at=released)
                 reply = self._read(raw)
-                if not reply.usage_believed and estimate is not None:
+                believed = reply.usage_believed
+                if estimate is not None and not (
+                    believed and plausible(reply.usage, estimate.expected())
+                ):
                     # Junk or no usage: charged at least what tagger expected it to cost.
                     self.usage_estimated += 1
                     reply = replace(reply, usage=at_least(reply.usage, estimate.expected()))
@@ -298,6 +301,10 @@ class LLMClient:
                 self.gate.observe(exc.response.headers)
                 raise
             except (TimeoutError, openai.APIConnectionError) as exc:
+                if isinstance(exc, TimeoutError) and estimate is not None:
+                    # Sent and never answered: the server may bill it all the same, so the
+                    # spend guard counts it at its estimate (the row shows no tokens).
+                    usage = estimate.expected()
                 failure = RequestTimedOut() if isinstance(exc, TimeoutError) else exc
                 fatal = self.health.no_response(failure)
                 if fatal is not None:

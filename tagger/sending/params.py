@@ -103,6 +103,9 @@ class RequestRules:
     service_tier: str | None = None
     token_limit: str = "max_tokens"
     dropped: set[str] = field(default_factory=set)
+    # prompt_cache_key: the same for every request whose prefix is the same (OpenAI routes by
+    # it and the prefix); None: not sent (tagger.pipeline.request decides where it goes).
+    cache_key: str | None = None
     learned: list[str] = field(default_factory=list)  # one line per adaptation (manifest)
     _adapted: set[str] = field(default_factory=set, repr=False)
 
@@ -188,6 +191,8 @@ class RequestRules:
             body["reasoning_effort"] = self.reasoning_effort
         if self.service_tier is not None:
             body["service_tier"] = self.service_tier
+        if self.cache_key is not None:
+            body["prompt_cache_key"] = self.cache_key
         for name in self.dropped:
             body.pop(name, None)
         return body

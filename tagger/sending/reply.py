@@ -101,7 +101,9 @@ def read_usage(raw: object) -> tuple[Usage, bool]:
     prompt, sane_prompt = _count(raw.get("prompt_tokens"))
     completion, sane_completion = _count(raw.get("completion_tokens"))
     # Details are optional (most servers send none): what they lack is not cached, not reasoning.
-    cached, sane_cached = _count(details.get("cached_tokens") if isinstance(details, dict) else 0)
+    cached, sane_cached = _count(
+        details.get("cached_tokens") if isinstance(details, dict) else 0, up=False
+    )
     reasoning, sane_reasoning = _count(
         output.get("reasoning_tokens") if isinstance(output, dict) else 0
     )
@@ -111,10 +113,15 @@ def read_usage(raw: object) -> tuple[Usage, bool]:
     return usage, believed
 
 
-def _count(value: object) -> tuple[int, bool]:
-    """A token count read from a reply, capped, and whether it was a plain count."""
+def _count(value: object, *, up: bool = True) -> tuple[int, bool]:
+    """A token count read from a reply, capped, and whether it was a plain count.
+
+    A float is rounded the dearer way: up for what is billed, down (`up=False`) for cached
+    tokens, which are billed less.
+    """
     if isinstance(value, int) and not isinstance(value, bool):
         return (min(value, MAX_REPLY_TOKENS), True) if value >= 0 else (0, False)
     if isinstance(value, float) and math.isfinite(value) and value > 0:
-        return min(math.ceil(value), MAX_REPLY_TOKENS), False  # 1e10 still trips the cap
+        rounded = math.ceil(value) if up else math.floor(value)
+        return min(rounded, MAX_REPLY_TOKENS), False  # 1e10 still trips the cap
     return 0, False
