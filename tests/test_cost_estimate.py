@@ -141,7 +141,7 @@ def test_odd_prices_and_cache_rules_are_refused(tmp_path: Path, text: str) -> No
 
     path = tmp_path / "prices.toml"
     path.write_text(text, encoding="utf-8")
-    with pytest.raises(ConfigError, match="prices.toml"):
+    with pytest.raises(ConfigError, match=r"prices\.toml"):
         PriceTable.load(path)
 
 
