@@ -122,7 +122,7 @@ class Collector:
         unreadable: str | None = None,
     ) -> None:
         try:
-            reply = reply_from_json(body)
+            reply = reply_from_json(body, self.policy.secret)
         except TypeError:
             reply = Reply(content="", finish_reason=None)  # validation says what is wrong
         if unreadable is not None:

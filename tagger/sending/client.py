@@ -295,8 +295,9 @@ class LLMClient:
         """The reply; fatal if it is no chat completion."""
         try:
             # Read by tagger's bounded reader, not the SDK's json: junk numbers and nesting
-            # become a row's problem, never an exception; the key is hidden wherever echoed.
-            reply = reply_from_text(redact(raw.http_response.text, self._secret))
+            # become a row's problem, never an exception; the key is hidden wherever echoed,
+            # in the decoded text (escapes such as \\u0073k- are the key too).
+            reply = reply_from_text(raw.http_response.text, self._secret)
         except (ValueError, TypeError, AttributeError, IndexError):
             content_type = raw.headers.get("content-type", "no content type").split(";")[0]
             what = "an HTML page" if "html" in content_type else f"a {content_type} body"
