@@ -38,7 +38,8 @@ DOTENV_NAME = ".env"
 PROMPTS_NAME = "prompts"
 # A settings file is a few lines; one larger than this is no settings file.
 MAX_DOTENV_BYTES = 1 << 20
-_WRITABLE_BY_OTHERS = stat.S_IWGRP | stat.S_IWOTH
+# Entries of prompts/ (and of each prompt's folder) checked for their owner: a few are normal.
+MAX_PROMPT_ENTRIES = 200
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ def project_root(start: Path | None = None) -> Path | None:
             if problem is not None:
                 raise _refused(folder, folder, problem)
             if prompts.is_dir():
-                _check_own(prompts, "the project's prompts")
+                _check_prompts(prompts)
             return folder
     return None
 
@@ -211,6 +212,21 @@ def _check_own(path: Path, what: str) -> None:
     problem = not_own(info)
     if problem is not None:
         raise _refused(path, path, problem, what=what)
+
+
+def _check_prompts(prompts: Path) -> None:
+    """The project's prompts/, its folders and their files: the user's own, every one (a
+    planted `v9.toml` in a folder others can write would be the newest prompt)."""
+    _check_own(prompts, "the project's prompts")
+    try:
+        entries = [entry for entry in prompts.iterdir() if not entry.name.startswith(".")]
+        for entry in entries[:MAX_PROMPT_ENTRIES]:
+            _check_own(entry, "the project's prompts")
+            if entry.is_dir():
+                for inner in list(entry.iterdir())[:MAX_PROMPT_ENTRIES]:
+                    _check_own(inner, "the project's prompts")
+    except OSError:
+        return  # unreadable: the prompt loader says so
 
 
 def _refused(path: Path, judged: Path, problem: str, *, what: str | None = None) -> ConfigError:

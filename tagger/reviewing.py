@@ -145,14 +145,26 @@ def read_run(path: str | os.PathLike[str]) -> Run:
     return Run(rows, stats, manifest)
 
 
+# A manifest is a few KB; its error tallies are bounded. Far larger is no manifest.
+MAX_MANIFEST_BYTES = 16 << 20
+
+
 def _read_manifest(path: Path) -> dict[str, Any]:
     """A run's manifest, read within bounds ({} if there is none); UsageError naming it if it
     cannot be read: a planted or damaged manifest is an error, never a RecursionError."""
     from tagger.errors import UsageError
     from tagger.jsondata import parse_json
 
+    if not path.exists():
+        return {}
+    if not path.is_file():  # a FIFO would block, a device (/dev/zero) never end
+        raise UsageError(f"{path} is not a file: remove it (the rows are read without it)")
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            data = handle.read(MAX_MANIFEST_BYTES + 1)
+        if len(data) > MAX_MANIFEST_BYTES:
+            raise UsageError(f"{path} is over 16 MiB, not a manifest: remove it or rerun")
+        text = data.decode("utf-8")
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError) as exc:

@@ -83,6 +83,20 @@ def test_a_key_echoed_in_json_escapes_is_redacted(
     assert TEST_KEY[-8:] not in result.output
 
 
+def test_a_batch_line_refusal_is_redacted_once_decoded() -> None:
+    from tagger.batch.collect import _error_of, read_output_line
+
+    line = (
+        '{"custom_id": "k", "response": {"status_code": 400, "body": {"error": {"message": '
+        f"\"Unsupported parameter: 'temperature' for key {_escaped(TEST_KEY)} \\udfff\", "
+        '"code": "unsupported_parameter"}}}}'
+    )
+    decoded, _ = read_output_line(line)
+    message, code = _error_of(decoded["response"]["body"], TEST_KEY)
+    assert message == "Unsupported parameter: 'temperature' for key *** \ufffd"
+    assert code == "unsupported_parameter"
+
+
 # -- numbers and surrogates in an answer ---------------------------------------------------------
 
 
@@ -173,6 +187,23 @@ def test_read_run_refuses_a_cost_that_is_no_cost(tmp_path: Path, cost: str) -> N
         tagger.read_run(out)
     good = _run_file(tmp_path, '{"status": "complete", "estimated_cost_usd": 0.25}')
     assert tagger.read_run(good).stats.cost == 0.25
+
+
+def test_read_run_refuses_a_manifest_that_is_no_file(tmp_path: Path) -> None:
+    out = _run_file(tmp_path, "{}")
+    manifest = out.with_name("tagged.manifest.json")
+    manifest.unlink()
+    manifest.symlink_to("/dev/zero")  # would be read forever
+    with pytest.raises(UsageError, match="is not a file"):
+        tagger.read_run(out)
+
+
+def test_every_json_file_tagger_writes_is_utf8_even_with_a_lone_surrogate() -> None:
+    from tagger import jsondata
+
+    text = jsondata.dumps({"error": "HTTP 400: bad \ud800 value", "ok": "caf\u00e9"})
+    text.encode("utf-8")  # writable
+    assert json.loads(text) == {"error": "HTTP 400: bad \ud800 value", "ok": "caf\u00e9"}
 
 
 # -- adaptations in a job file -------------------------------------------------------------------

@@ -123,6 +123,23 @@ def test_a_project_folder_or_prompts_of_someone_else_is_refused(tmp_path: Path) 
         project_root(_own(project / "seeds"))
 
 
+def test_a_prompt_folder_or_file_others_can_write_is_refused(tmp_path: Path) -> None:
+    project = _own(tmp_path / "project")
+    folder = project / "prompts" / "tag"
+    folder.mkdir(parents=True)
+    planted = folder / "v9.toml"  # would be the newest version of the prompt
+    planted.write_text("[prompt]\n")
+    os.chown(planted, SOMEONE_ELSE, SOMEONE_ELSE)
+    with pytest.raises(ConfigError, match=r"v9\.toml: it belongs to"):
+        project_prompts_dir(project)
+    planted.unlink()
+    folder.chmod(0o777)
+    with pytest.raises(ConfigError, match=r"prompts/tag: anyone can write"):
+        project_prompts_dir(project)
+    folder.chmod(0o755)
+    assert project_prompts_dir(project) == project / "prompts"
+
+
 def test_the_default_cache_is_never_a_folder_others_can_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -21,7 +21,7 @@ from tagger.errors import (
     SendingStopped,
 )
 from tagger.pipeline.request import build_request
-from tagger.redact import public_url, redact
+from tagger.redact import public_url, redact, safe_text
 from tagger.sending.gate import GateSnapshot, SendGate
 from tagger.sending.models import check_model_offered, offered_models_hint
 from tagger.sending.params import RequestRules, refusal_of
@@ -239,7 +239,7 @@ class LLMClient:
 
         if not isinstance(exc, openai.APIStatusError) or is_format_rejection(exc, mode):
             return False
-        message = redact(server_message(exc), self._secret)
+        message = safe_text(server_message(exc), self._secret)
         refusal = refusal_of(exc.status_code, exc.body, message, body)
         if refusal is None:
             return False
