@@ -145,7 +145,7 @@ def places(start: Path | None = None) -> Places:
         project=project_root(start),
         cache_dir=default_cache_dir(start),
         stopped_at=last,
-        why_stopped=_why_stopped(last, start),
+        why_stopped=_why_stopped(last),
     )
 
 
@@ -183,7 +183,7 @@ def _search(start: Path | None) -> Iterator[tuple[Path, str | None]]:
             return
 
 
-def _why_stopped(folder: Path, start: Path | None) -> str:
+def _why_stopped(folder: Path) -> str:
     if _folder_problem(folder) is not None:
         return f"you stand in a folder that is not yours alone ({_folder_problem(folder)})"
     if folder == _home():
