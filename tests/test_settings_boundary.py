@@ -206,3 +206,7 @@ def test_where_and_cache_stats_name_the_dotenv_used(
     assert json.loads(tagger_cli.invoke(["cache", "stats", "--json"]).stdout)["dotenv"] == str(
         project / ".env"
     )
+    small = tagger_cli.small_input(1)
+    dry = tagger_cli.invoke(["run", str(small), "--dry-run", "--verbose"])
+    assert dry.exit_code == 0, dry.output
+    assert f"settings from {project / '.env'}" in one_line(dry.stderr)
