@@ -107,11 +107,18 @@ def nesting_depth(text: str) -> int:
     return deepest
 
 
+# One encoder for every line: json.dumps() with options builds a new one on each call.
+_LINE = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+
+
 def dumps(value: Any, *, indent: int | None = None) -> str:
     """Strict JSON text (non-ASCII kept): a non-finite float becomes null, never NaN; a text
     holding a lone surrogate (not writable as UTF-8) is written with ASCII escapes, losslessly."""
     try:
-        text = json.dumps(value, ensure_ascii=False, indent=indent, allow_nan=False)
+        if indent is None:
+            text = _LINE.encode(value)
+        else:
+            text = json.dumps(value, ensure_ascii=False, indent=indent, allow_nan=False)
     except ValueError:  # rare: a NaN or infinity somewhere in it
         value = _finite(value)
         text = json.dumps(value, ensure_ascii=False, indent=indent, allow_nan=False)
