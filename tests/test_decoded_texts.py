@@ -277,7 +277,9 @@ def test_an_edited_job_is_run_without_what_it_cannot_teach(
     assert again.exit_code == 0, again.output
     said = [r.getMessage() for r in caplog.records if "ignoring the adaptation" in r.getMessage()]
     assert len(said) == 2, said
-    assert len(fake.batches.created) == 2
-    lines = fake.batches.created[1].parsed()
-    assert len(lines) == 2 and all(line["body"]["max_completion_tokens"] > 0 for line in lines)
-    assert all(line["body"]["reasoning_effort"] == "minimal" for line in lines)
+    # Round 2: a second batch, or (a few lines left after an expiry) the same lines live.
+    bodies = [line["body"] for batch in fake.batches.created[1:] for line in batch.parsed()]
+    bodies += [request.body or {} for request in tagger_cli.chats()]
+    assert len(bodies) >= 2
+    assert all(body["max_completion_tokens"] > 0 for body in bodies), bodies
+    assert all(body["reasoning_effort"] == "minimal" for body in bodies), bodies
