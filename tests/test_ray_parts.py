@@ -117,6 +117,10 @@ def test_lines_that_are_not_rows_and_headers_that_are_not_headers_are_not_truste
         '{"key": "k", "row": "text"}',
         json.dumps({"key": "k", "row": {**_row(4), "index": "4"}}),  # strings are not numbers
         json.dumps({"key": "k", "row": _row(5, prompt_tokens=10**50)}),  # a planted bill
+        json.dumps({"key": "k", "row": _row(6, cached_input_tokens=10**50)}),
+        json.dumps({"key": "k", "row": _row(7, reasoning_tokens=10**50)}),
+        json.dumps({"key": "k", "row": _row(8, task_area_confidence=-5.0)}),  # no probability
+        json.dumps({"key": "k", "row": _row(9, task_area_runner_up_confidence=1e300)}),
         json.dumps({"key": _key(_row(3)), "row": _row(3)}),
     ]
     (directory / "part-x.jsonl").write_text("\n".join(lines) + "\n")

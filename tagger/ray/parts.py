@@ -221,8 +221,12 @@ def _part_row(line: bytes) -> PartRow | None:
         row = Row.model_validate(value["row"], strict=True)
     except ValidationError:
         return None
-    if row.index < -1 or max(row.prompt_tokens, row.completion_tokens) > MAX_ROW_TOKENS:
+    counts = (row.prompt_tokens, row.completion_tokens, row.cached_input_tokens)
+    if row.index < -1 or max(*counts, row.reasoning_tokens) > MAX_ROW_TOKENS:
         return None  # no row tagger wrote: a planted count would make the cost anything
+    shares = (row.task_area_confidence, row.task_area_runner_up_confidence)
+    if any(share is not None and not 0 <= share <= 1 for share in shares):
+        return None  # a probability tagger never writes (-5, 1e300)
     return PartRow(key, row.index, row.ok, row)
 
 
