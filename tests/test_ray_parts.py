@@ -133,6 +133,30 @@ def test_lines_that_are_not_rows_and_headers_that_are_not_headers_are_not_truste
     assert done_rows(found, run="r1") == set()
 
 
+def test_a_part_replaced_by_a_fifo_after_the_listing_is_skipped_not_waited_on(
+    tmp_path: Path,
+) -> None:
+    import threading
+
+    path = _part(tmp_path / "parts", [_row(0)])
+    (part,) = find_parts([path.parent])
+    path.unlink()
+    os.mkfifo(path)  # swapped in between the listing's check and the read
+    writer = os.open(path, os.O_RDWR)  # a writer that never writes: a read would wait forever
+    report = parts_module.PartsRead()
+    found: list[Any] = []
+    reader = threading.Thread(target=lambda: found.extend(read_parts([part], report)), daemon=True)
+    try:
+        reader.start()
+        reader.join(timeout=30)  # a hang guard, not a timing: the fixed read returns at once
+        assert not reader.is_alive(), "reading a FIFO part waited for a writer"
+        assert (
+            found == [] and report.skipped == 1 and "not a regular file" in report.skipped_where[0]
+        )
+    finally:
+        os.close(writer)
+
+
 def test_a_rerun_skips_only_ok_rows_of_its_own_run_for_positions_it_has(tmp_path: Path) -> None:
     parts = parts_dir(tmp_path / "out.jsonl")
     not_run = "not run: --max-cost $1 reached; rerun"
