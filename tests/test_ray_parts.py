@@ -133,6 +133,20 @@ def test_lines_that_are_not_rows_and_headers_that_are_not_headers_are_not_truste
     assert done_rows(found, run="r1") == set()
 
 
+def test_a_part_whose_first_line_is_too_long_is_of_no_known_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(parts_module, "MAX_LINE_BYTES", 1000)
+    directory = tmp_path / "parts"
+    directory.mkdir()
+    header = {"part": {"run": "r1", "seq": 1, "input_count": 3, "pad": "x" * 2000}}
+    (directory / "part-1.jsonl").write_text(json.dumps(header) + "\n")
+    (part,) = find_parts([directory])
+    assert part.header.run is None
+    report = parts_module.PartsRead()
+    assert list(read_parts([part], report)) == [] and report.skipped == 1
+
+
 def test_a_part_replaced_by_a_fifo_after_the_listing_is_skipped_not_waited_on(
     tmp_path: Path,
 ) -> None:

@@ -127,7 +127,10 @@ def find_parts(paths: Sequence[Path], report: PartsRead | None = None) -> list[P
 def read_header(path: Path) -> PartHeader:
     """The header of a part; a header of no run when its first line is not one."""
     with _open(path) as handle:
-        line = _bounded_line(handle)
+        try:
+            line = _bounded_line(handle)
+        except _TooLong:  # a header is a hundred bytes: no run wrote this one
+            line = None
     value = _parse(line) if line is not None else None
     header = value.get("part") if isinstance(value, dict) else None
     if not isinstance(header, dict):
