@@ -58,20 +58,23 @@ class Run:
         return pandas.DataFrame([row.fields() for row in self.rows])
 
     def write_jsonl(self, path: str | os.PathLike[str]) -> Path:
-        """Write the rows and their manifest as `tagger run -o PATH` does; returns PATH."""
+        """Write the rows and their manifest as `tagger run -o PATH` does; returns the file
+        that holds them: PATH, or PATH.partial when this run did not complete and PATH holds
+        as many ok rows already (kept, as the command line keeps it)."""
         output = Path(path)
         target = OutputFile(output, [])
         try:
             for row in self.rows:
                 target.writer.write(row)
             manifest = {**self.manifest, "output": str(output)}
-            target.settle(manifest, complete=manifest["status"] == "complete", ok=self.stats.ok)
+            complete = manifest["status"] == "complete"
+            replaced = target.settle(manifest, complete=complete, ok=self.stats.ok)
         except BaseException:
             target.discard()
             raise
         finally:
             target.release()
-        return output
+        return output if replaced else target.partial
 
 
 def read_items(items: object) -> InputScan:

@@ -132,6 +132,21 @@ def test_cli_and_api_write_the_same_rows(
     }
 
 
+def test_write_jsonl_says_where_the_rows_are_when_it_keeps_a_better_file(
+    llm: FakeLLM, tmp_path: Path
+) -> None:
+    texts = seed_texts()[:4]
+    whole = tagger.tag(texts, **_options(llm, tmp_path))
+    out = whole.write_jsonl(tmp_path / "tagged.jsonl")
+    assert out == tmp_path / "tagged.jsonl"
+    part = tagger.tag(texts, **_options(llm, tmp_path, cache_dir=tmp_path / "c2", max_requests=2))
+    assert part.manifest["status"] != "complete" and part.stats.ok == 2
+    kept = part.write_jsonl(out)
+    assert kept != out and kept.name == "tagged.jsonl.partial"
+    assert len(kept.read_text().splitlines()) == 4
+    assert out.read_bytes().count(b'"status": "ok"') == 4  # the better file stayed
+
+
 def test_every_written_line_is_a_row_and_rows_are_built_as_validated(
     tagger_cli: TaggerCLI,
 ) -> None:
