@@ -12,9 +12,11 @@ from tagger.errors import ConfigError, UsageError
 from tagger.files.abstracts import iter_abstracts
 from tagger.options import RunOptions
 from tagger.pipeline.job import require_key
+from tagger.pipeline.policy import ItemPolicy
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.ray.actors import Limits, start_limiter
+from tagger.ray.budget import UNBOUNDED_COMPLETION
 from tagger.ray.cluster import READ_CPUS
 from tagger.ray.records import abstract_record
 from tagger.ray.stage import StageSettings, TagStage
@@ -81,7 +83,10 @@ def tag_dataset(
 def limits_of(config: RunConfig, prices: PriceTable | None = None) -> Limits:
     """The limits a run's configuration sets for the whole cluster."""
     model = config.client.model
-    if config.max_cost is not None and (prices or PriceTable()).price(model) is None:
+    flex = config.client.service_tier == "flex"
+    table = prices or PriceTable()
+    priced = table.flex_price(model) if flex else table.price(model)
+    if config.max_cost is not None and priced is None:
         raise ConfigError(
             f"--max-cost needs a price for model '{model}': add it to a --prices file"
         )
@@ -92,7 +97,19 @@ def limits_of(config: RunConfig, prices: PriceTable | None = None) -> Limits:
         max_cost=config.max_cost,
         model=config.client.model,
         prices=prices,
+        completion_bound=completion_bound(RunPlan.load(config)),
+        flex=flex,
     )
+
+
+def completion_bound(plan: RunPlan) -> int:
+    """The most output tokens one request of the plan can be billed: the prompt's max_tokens,
+    doubled by each cut-off retry (UNBOUNDED_COMPLETION when the prompt sets none)."""
+    limit = plan.prompt.params.get("max_tokens")
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
+        return UNBOUNDED_COMPLETION
+    bound: int = limit * 2 ** ItemPolicy.for_plan(plan).cutoff_retries
+    return bound
 
 
 def tag_dataset_with(
