@@ -18,6 +18,7 @@ from tagger.prompting.plan import RunPlan
 from tagger.ray.actors import Limits, start_limiter
 from tagger.ray.budget import UNBOUNDED_COMPLETION
 from tagger.ray.cluster import READ_CPUS
+from tagger.ray.cluster import actor_cpus as fitted_actor_cpus
 from tagger.ray.records import abstract_record
 from tagger.ray.stage import StageSettings, TagStage
 
@@ -33,7 +34,7 @@ def tag_dataset(
     *,
     actors: int = DEFAULT_ACTORS,
     batch_size: int = DEFAULT_BATCH_SIZE,
-    actor_cpus: float = DEFAULT_ACTOR_CPUS,
+    actor_cpus: float | None = None,
     skip: Iterable[str] = (),
     **options: Any,
 ) -> Any:
@@ -47,6 +48,8 @@ def tag_dataset(
         those endpoints (a vLLM fleet). `rpm`, `tpm`, `max_cost` and `max_requests` hold
         for all actors together; `concurrency` is the requests in flight per actor.
     actors: tagging actors (each one event loop with `concurrency` requests in flight);
+    actor_cpus: the CPUs each asks for (default: a quarter, or less so that every node keeps
+        a whole CPU for Ray Data's own tasks; tagger.ray.cluster.actor_cpus);
     skip: rows already written, as skip tokens (tagger.ray.parts.done_rows).
 
     The output has the columns of `tagger.Row` plus `key` (the answer-cache key: text,
@@ -68,6 +71,8 @@ def tag_dataset(
     if config.batch is not None:
         raise UsageError("batch=True is for `tagger run --batch`: tag_dataset runs live")
     require_key(config)
+    if actor_cpus is None:  # what leaves every node a whole CPU for Ray Data's own tasks
+        actor_cpus = fitted_actor_cpus(actors, DEFAULT_ACTOR_CPUS)
     return tag_dataset_with(
         ds,
         config,
