@@ -93,6 +93,7 @@ class WorkerCounters:
     logprobs: bool = True
     mode: str | None = None
     mode_fallbacks: tuple[str, ...] = ()
+    usage_estimated: int = 0  # replies without a believable usage, charged the estimate
 
 
 MAX_WORKERS_COUNTED = 100_000  # more workers than any cluster runs: a bound on the table
@@ -111,6 +112,7 @@ class LimiterStats:
     stopped: str | None
     workers: WorkerCounters = WorkerCounters()  # every worker's counts, added up
     budget: bool = False  # stopped by --max-requests or --max-cost
+    refused: int = 0  # permits the spend cap refused
 
 
 def add_counters(counters: list[WorkerCounters]) -> WorkerCounters:
@@ -130,6 +132,7 @@ def add_counters(counters: list[WorkerCounters]) -> WorkerCounters:
         logprobs=all(c.logprobs for c in counters),
         mode=next((c.mode for c in counters if c.mode), None),
         mode_fallbacks=names(lambda c: c.mode_fallbacks),
+        usage_estimated=sum(c.usage_estimated for c in counters),
     )
 
 
@@ -260,4 +263,5 @@ class ClusterLimiter:
             self._stopped,
             add_counters(list(self._workers.values())),
             self._budget,
+            self._budget_cap.refused if self._budget_cap is not None else 0,
         )

@@ -231,6 +231,7 @@ class RecordTagger:
             logprobs=sent.logprobs,
             mode=mode.mode,
             mode_fallbacks=mode.fallbacks,
+            usage_estimated=sent.usage_estimated,
         )
 
     def _cache_failed(self, exc: CacheWriteError) -> None:
