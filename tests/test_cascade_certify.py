@@ -234,3 +234,10 @@ def test_where_the_null_is_barely_true_it_is_rejected_in_at_most_delta_of_runs()
             certifier.record({i: agrees[i] for i in batch})
         kept_runs += bool(certifier.decision().keep)
     assert 0 < kept_runs <= runs * delta + 2 * math.sqrt(runs * delta * (1 - delta))
+
+
+def test_a_tiny_delta_plans_and_decides() -> None:
+    world = population(500, seed=0)
+    for delta in (1e-17, 5e-324):  # 1 - delta is 1.0 in floating point
+        decision = run_cascade(world, CascadeTarget(0.9, delta, seed=0))
+        assert decision.rows == 500 and agreement(world, decision) >= 0.9
