@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tagger.cli.common import errors, say, stderr_console
+from tagger.cli.common import errors, named_file, say, stderr_console
 from tagger.errors import UsageError
 from tagger.wording import plural
 
@@ -92,7 +92,10 @@ def merge(
         typer.Argument(help="Part files, or directories of them (OUT.parts/).", metavar="PARTS"),
     ],
     output: Annotated[
-        Path, typer.Option("-o", "--output", help="The run file to write.", metavar="FILE")
+        Path,
+        typer.Option(
+            "-o", "--output", help="The run file to write.", metavar="FILE", parser=named_file
+        ),
     ],
 ) -> None:
     """Merge the parts of a `tagger run --ray` into one run file and manifest, in input order."""

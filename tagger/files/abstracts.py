@@ -15,11 +15,14 @@ from tagger.errors import InputError
 from tagger.files.csvrows import csv_rows
 from tagger.files.ownfiles import own_file_kind
 from tagger.files.textlines import os_reason, parse_json, read_lines
+from tagger.wording import plural
 
 SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".csv", ".json")
 _USE = "use .txt, .jsonl, .csv or .json"
 _ONE_OBJECT = 'write one {"abstract": "..."} object per line'
 _MAX_HEADER_CHARS = 200
+_WROTE = "tagger wrote"
+_NOT_READ = "not a file tagger reads"
 # A .json input is read whole (an array cannot be streamed): larger ones belong in .jsonl.
 MAX_JSON_BYTES = 512 * 1024 * 1024
 log = logging.getLogger(__name__)
@@ -112,27 +115,62 @@ def _expand(path: Path, skipped: list[tuple[Path, str]]) -> list[Path]:
         except OSError as exc:
             raise InputError(path, None, f"cannot list directory: {os_reason(exc)}") from exc
         files: list[Path] = []
+        here: list[tuple[Path, str]] = []
         # Hidden files are editor/OS droppings (.DS_Store, .~lock.x.csv#), never inputs.
         for entry in (p for p in entries if not p.name.startswith(".") and p.is_file()):
             own = own_file_kind(entry)
             if own is not None:  # its rows came from abstracts: they would be counted twice
-                skipped.append((entry, f"{own} tagger wrote"))
+                here.append((entry, f"{own} {_WROTE}"))
             elif entry.suffix.lower() in SUPPORTED_SUFFIXES:
                 files.append(entry)
             else:
-                skipped.append((entry, f"{entry.suffix or 'no suffix'}: not a file tagger reads"))
+                here.append((entry, f"{_kind(entry)}: {_NOT_READ}"))
+        skipped += here
         if not files:
-            mine = sum(1 for entry, why in skipped if entry.parent == path and "tagger" in why)
-            own = f" ({mine} file(s) here are tagger's own outputs)" if mine else ""
-            raise InputError(
-                path, None, f"no .txt, .jsonl, .csv or .json files in this directory{own}: {_USE}"
-            )
+            raise InputError(path, None, _nothing_to_read(here, entries))
         return files
     if not path.is_file():
         raise InputError(path, None, f"not a regular file or directory: {_USE}")
     if path.suffix.lower() not in SUPPORTED_SUFFIXES:
         raise InputError(path, None, f"unsupported file type '{path.suffix or '(none)'}': {_USE}")
     return [path]
+
+
+def _kind(path: Path) -> str:
+    """A file's kind as a reader sees it: its suffix, lower-cased, or 'no suffix'."""
+    return path.suffix.lower() or "no suffix"
+
+
+def skipped_kinds(skipped: Sequence[tuple[Path, str]]) -> str:
+    """'3 .pdf, 1 .docx, 2 run outputs tagger wrote': what was skipped, by kind, most first."""
+    counts: dict[tuple[bool, str], int] = {}
+    for path, why in skipped:
+        own = why.endswith(_WROTE)
+        kind = (own, why.removesuffix(_WROTE).strip() if own else _kind(path))
+        counts[kind] = counts.get(kind, 0) + 1
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(
+        f"{plural(count, kind)} {_WROTE}" if own else f"{count} {kind}"
+        for (own, kind), count in ranked
+    )
+
+
+def _nothing_to_read(skipped: list[tuple[Path, str]], entries: list[Path]) -> str:
+    """Why a folder gives no input: what is in it instead, and what tagger reads."""
+    folders = sum(1 for entry in entries if not entry.name.startswith(".") and entry.is_dir())
+    found = [f"skipped {plural(len(skipped), 'file')}: {skipped_kinds(skipped)}"] if skipped else []
+    if folders:
+        found.append(f"{plural(folders, 'subfolder')} not searched: name each one")
+    what = f" ({'; '.join(found)})" if found else " (it is empty)"
+    extract = (
+        "; extract the abstracts to one of these first"
+        if any(not why.endswith(_WROTE) for _, why in skipped)
+        else ""
+    )
+    return (
+        f"no .txt, .jsonl, .csv or .json files in this directory{what}: tagger reads abstracts "
+        f"from .txt (one per line), .jsonl, .csv or .json files{extract}"
+    )
 
 
 def scan(paths: Sequence[Path | str]) -> InputScan:
@@ -150,11 +188,9 @@ def scan(paths: Sequence[Path | str]) -> InputScan:
 def _say_skipped(skipped: list[tuple[Path, str]]) -> None:
     if not skipped:
         return
-    own = [path for path, why in skipped if why.endswith("tagger wrote")]
-    others = sorted({p.suffix.lower() or "no suffix" for p, _ in skipped if p not in own})
-    parts = (
-        [f"{len(own)} file(s) tagger wrote (outputs, exports, samples, gold sets)"] if own else []
-    )
+    own = [path for path, why in skipped if why.endswith(_WROTE)]
+    others = sorted({_kind(p) for p, why in skipped if not why.endswith(_WROTE)})
+    parts = [f"{len(own)} file(s) {_WROTE} (outputs, exports, samples, gold sets)"] if own else []
     if others:
         parts.append(f"{len(skipped) - len(own)} file(s) tagger cannot read ({', '.join(others)})")
     log.warning(

@@ -15,6 +15,7 @@ from rich.progress import (
     Progress,
     ProgressColumn,
     TextColumn,
+    TimeElapsedColumn,
     TimeRemainingColumn,
 )
 from rich.progress import Task as ProgressTask
@@ -38,8 +39,10 @@ class _LiveColumn(ProgressColumn):
     def render(self, task: ProgressTask) -> Text:
         """The counts of this moment, cut to what the rest of the line leaves of the terminal."""
         total = int(task.total or 0)
-        # "tagging", the bar, "N/TOTAL", the time left ("0:00:04", "10:00:00"), one space each.
-        others = len("tagging") + self.sink.bar_width + 2 * len(str(total)) + 1 + 8 + 4
+        # "tagging", the bar, "N/TOTAL", the time ("0:00:04 left", "took 0:00:12"), a space each.
+        others = (
+            len("tagging") + self.sink.bar_width + 2 * len(str(total)) + 1 + _TimeColumn.WIDTH + 4
+        )
         width = self.sink.console.width - others
         # Never wrapped onto a second line: whatever still does not fit ends in "…".
         return Text(
@@ -48,6 +51,28 @@ class _LiveColumn(ProgressColumn):
             no_wrap=True,
             overflow="ellipsis",
         )
+
+
+class _TimeColumn(ProgressColumn):
+    """'0:00:04 left' while the run goes, 'took 0:00:12' when it is over: labelled, so it is
+    not read as the time spent."""
+
+    LEFT = " left"
+    TOOK = "took "
+    WIDTH = len("10:00:00") + len(LEFT)  # at most
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._left = TimeRemainingColumn()
+        self._took = TimeElapsedColumn()
+
+    def render(self, task: ProgressTask) -> Text:
+        """The time left, or the time taken once finished."""
+        if task.finished:
+            took = self._took.render(task)
+            return Text(self.TOOK + took.plain, style=took.style)
+        left = self._left.render(task)
+        return Text(left.plain + self.LEFT, style=left.style)
 
 
 class BarProgress:
@@ -67,7 +92,7 @@ class BarProgress:
                 TextColumn("tagging"),
                 BarColumn(bar_width=self.bar_width),
                 MofNCompleteColumn(),
-                TimeRemainingColumn(),
+                _TimeColumn(),
                 _LiveColumn(self),
                 console=console,
                 transient=False,

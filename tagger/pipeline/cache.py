@@ -156,8 +156,11 @@ class AnswerCache:
 
     @classmethod
     def open_existing(cls, directory: Path | str) -> AnswerCache | None:
-        """The cache if its directory exists, else None (a look must not create one)."""
-        if str(directory).strip() and not Path(directory).exists():
+        """The cache if its database exists, else None (a look must not create one)."""
+        path = Path(directory)
+        if str(directory).strip() and (
+            not path.exists() or (path.is_dir() and not (path / diskcache.core.DBNAME).exists())
+        ):
             return None
         return cls(directory)
 

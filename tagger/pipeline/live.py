@@ -29,6 +29,7 @@ from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.sending.client import LLMClient
 from tagger.usage import NO_USAGE
+from tagger.wording import clip
 
 
 class AbstractTagger(Protocol):
@@ -44,6 +45,7 @@ class AbstractTagger(Protocol):
 
 
 MAX_ERROR_REASONS = 1000  # distinct failure reasons tallied for the summary's top three
+MAX_ERROR_CHARS = 300  # of each: a whole fatal message fits
 
 
 @dataclass
@@ -235,7 +237,7 @@ class LiveRunner:
         stats.ok += status is Status.OK
         stats.failed += status is Status.FAILED
         if status is Status.FAILED and outcome.error:
-            reason = " ".join(outcome.error.split())[:200]
+            reason = clip(" ".join(outcome.error.split()), MAX_ERROR_CHARS)
             if reason not in self._errors and len(self._errors) >= MAX_ERROR_REASONS:
                 reason = "other reasons"  # a bounded tally, however varied the failures
             self._errors[reason] += 1
@@ -270,6 +272,7 @@ class LiveRunner:
         # Each collaborator reports a snapshot of its own counters.
         sent, mode = self.client.snapshot(), self.tagger.snapshot()
         stats.requests = sent.requests
+        stats.model_listings = sent.model_listings
         stats.retries = sent.retries
         stats.cost = self._cost(sent.served_models)
         if stats.cost is None:
