@@ -71,6 +71,7 @@ def test_https_to_a_server_that_never_finishes_the_handshake(
     monkeypatch.setattr(server_faults, "CONNECT_TIMEOUT", 0.3)
     # The GET /models before the first chat stalls the same way (5 s in a run).
     monkeypatch.setattr("tagger.sending.models.HINT_TIMEOUT", 0.3, raising=False)
+    monkeypatch.setattr("tagger.sending.models.CONNECT_TIMEOUT", 0.3, raising=False)
     url = tagger_cli.fake.base_url.replace("http://", "https://")
     result = tagger_cli.run(
         "--timeout", 60, "--max-attempts", 1, inputs=[tagger_cli.small_input(3)], base_url=url
@@ -115,3 +116,11 @@ def test_an_untrusted_certificate_is_said_as_such() -> None:
     message = tls_message(error, "https://gpu-box:8000/v1")
     assert "certificate verify failed: self-signed certificate" in message
     assert "SSL_CERT_FILE" in message
+
+
+def test_a_certificate_for_another_name_says_so() -> None:
+    error = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    error.verify_message = "IP address mismatch, certificate is not valid for '10.0.0.5'."  # type: ignore[misc]
+    error.verify_code = 64  # type: ignore[misc]
+    message = tls_message(error, "https://10.0.0.5:8000/v1")
+    assert "issued for another name" in message and "valid for '10.0.0.5')" in message
