@@ -34,6 +34,11 @@ SAMPLE_SIZE = 300
 SAMPLE_SEED = 1
 SAMPLE_MIN_PER_STRATUM = 5
 
+# `tagger run --cascade`: the chance the cascade's guarantee may fail (--delta), and the seed
+# of the strong model's sample (a rerun draws the same one, so the cache answers it).
+CASCADE_DELTA = 0.05
+CASCADE_SEED = 0
+
 
 _LOCAL_NAMES = frozenset({"localhost", "host.docker.internal"})
 

@@ -30,6 +30,7 @@ except ModuleNotFoundError:  # run as a script (FakeLLM.spawn): make `tests` imp
     from tests.fakebatch import FakeBatches
 from tests.fakebatch_objects import RawJSON
 from tests.fakelogprobs import AreaOdds, default_odds, token_logprobs
+from tests.fakemodels import Skill, skilled_answer
 from tests.fakerules import (
     CATALOGUE,
     DEFAULT_SPEND,
@@ -218,6 +219,9 @@ class FakeLLM:
         # none (logprobs: null), "reject_400" refuses the request like a server without them.
         self.logprobs_support = "ok"
         self.area_odds: dict[str, AreaOdds] = {}  # by a substring of the first user message
+        # Models of a known skill (tests/fakemodels.py): each gives the hidden true area or a
+        # wrong one by the abstract's difficulty, with logprobs of its own confidence.
+        self.skills: dict[str, Skill] = {}
         self.max_in_flight = 0
         # llama.cpp behaviours (see llama_cpp()): "honour" the schema inside a json_object
         # response_format, "ignore" or "reject_400" it; "ramble": json_object without one
@@ -656,6 +660,9 @@ class FakeLLM:
             elif self.unconstrained_json == "ramble":  # a small model without a grammar
                 fault = "ramble"
         answer = self.answer_for(user, enum)
+        odds: AreaOdds | None = None
+        if (skill := self.skills.get(model)) is not None:
+            answer["task_area"], odds = skilled_answer(model, skill, user, enum or self.areas)
         if fault == "schema_invalid":
             answer = {"summary": answer["summary"], "task_area": "not-an-area", "method_tags": []}
         content = json.dumps(answer)
@@ -693,7 +700,7 @@ class FakeLLM:
             **extra,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
                          "finish_reason": finish,
-                         "logprobs": self._logprobs(body, user, answer, content, enum)}],
+                         "logprobs": self._logprobs(body, user, answer, content, enum, odds)}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens,
                       "prompt_tokens_details": {
@@ -714,12 +721,14 @@ class FakeLLM:
         answer: dict[str, Any],
         content: str,
         enum: Sequence[str] | None,
+        odds: AreaOdds | None = None,
     ) -> dict[str, Any] | None:
-        """choices[0].logprobs when asked for and supported: area_odds, else default odds."""
+        """choices[0].logprobs when asked for and supported: odds given (a skilled model's),
+        area_odds, else default odds."""
         if not body.get("logprobs") or self.logprobs_support != "ok":
             return None
         area = str(answer.get("task_area"))
-        odds = next((o for match, o in self.area_odds.items() if match in user), None)
+        odds = odds or next((o for match, o in self.area_odds.items() if match in user), None)
         odds = odds or default_odds(user, area, list(enum) if enum else self.areas)
         top = body.get("top_logprobs")
         return {"content": token_logprobs(content, odds, top if isinstance(top, int) else 0)}

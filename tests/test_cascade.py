@@ -1,0 +1,98 @@
+"""`tagger run --cascade`: the stages driven through the CLI against a fake with two models."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+from tests.conftest import StartTagger
+from tests.fakemodels import CHEAP, STRONG, skilled_answer
+from tests.fakeserver import FakeLLM, Recorded
+from tests.harness import SAFETY_TIMEOUT, run_args, run_cli, taxonomy_ids, wait_until
+from tests.scalehelpers import (
+    abstract_in_request,
+    assert_rows_match,
+    cache_entries,
+    landed,
+    read_manifest,
+    read_rows,
+    write_inputs,
+)
+
+CHEAP_MODEL, STRONG_MODEL = "gpt-5.4-nano", "gpt-5.4-mini"
+CASCADE = ("--cascade", f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "0.9")
+
+
+def _asked(rec: Recorded) -> tuple[str, str]:
+    """(model, abstract) of a chat request: what one paid answer is."""
+    assert rec.body is not None
+    return str(rec.body.get("model")), abstract_in_request(rec) or "?"
+
+
+def test_a_cascade_killed_mid_sample_reruns_to_every_row_once_paying_nothing_twice(
+    tmp_path: Path, llm: FakeLLM, tagger_process: StartTagger
+) -> None:
+    llm.skills = {CHEAP_MODEL: CHEAP, STRONG_MODEL: STRONG}
+    inputs = write_inputs(tmp_path / "in.jsonl", 2000)
+    out, cache, log = tmp_path / "out.jsonl", tmp_path / "cache", tmp_path / "tagger.log"
+    args = run_args(inputs.path, out, llm.base_url, cache, *CASCADE, "--concurrency", 16)
+
+    def answered(model: str) -> int:  # polled: reads no message text
+        return sum(r.status == 200 and (r.body or {}).get("model") == model for r in llm.chats())
+
+    proc = tagger_process(args, tmp_path, log)
+    wait_until(
+        lambda: answered(STRONG_MODEL) >= 20, "the strong model's sample under way", proc, log
+    )
+    # Freeze the run where it is: what the fake answered is committed, the rest is held.
+    llm.hold()
+    wait_until(lambda: llm.in_flight == len(llm.held), "every request in flight held")
+    wait_until(
+        lambda: cache_entries(cache) >= answered(CHEAP_MODEL) + answered(STRONG_MODEL),
+        "every answer received committed",
+        proc,
+        log,
+    )
+    proc.kill()
+    assert proc.wait(SAFETY_TIMEOUT) == -signal.SIGKILL
+    paid = {_asked(r) for r in llm.chats() if r.status == 200}
+    assert len(paid) == sum(r.status == 200 for r in llm.chats()), "an answer was paid twice"
+    assert not out.exists(), "a killed cascade wrote an output"
+    llm.stop_holding()  # the held requests are answered to nobody: the rerun asks them again
+    start = landed(llm)
+
+    rerun = run_cli(args, tmp_path)
+    assert rerun.returncode == 0, rerun.stdout.decode(errors="replace")[-3000:]
+    again = [_asked(r) for r in llm.history[start:] if r.path.endswith("/chat/completions")]
+    assert len(again) == len(set(again)), "the rerun asked for an answer twice"
+    assert not set(again) & paid, "the rerun paid again for answers the killed run received"
+    assert all(model == STRONG_MODEL for model, _ in again), "the cheap stage was done"
+
+    rows = read_rows(out)
+    assert_rows_match(rows, inputs)
+    assert all(row["status"] == "ok" for row in rows)
+    manifest = read_manifest(out)
+    section = manifest["cascade"]
+    assert manifest["status"] == "complete"
+    assert isinstance(section["certificate"], str) and section["certificate"]
+    roles = [row["cascade_role"] for row in rows]
+    assert section["sample_size"] == roles.count("sampled") > 0
+    assert section["escalated"] == roles.count("escalated")
+    for row in rows:
+        expected = CHEAP_MODEL if row["cascade_role"] == "kept" else STRONG_MODEL
+        assert row["model"] == row["served_model"] == expected, row
+        assert row["cascade_confidence"] is not None and row["cascade_cheap_area"]
+    # Every answer the strong model gave is its own, and the cheap one's where it kept it.
+    areas = taxonomy_ids()
+    for row in rows[:200]:
+        user = f"Abstract: {row['abstract']}"
+        area, _ = skilled_answer(
+            row["model"], STRONG if row["model"] == STRONG_MODEL else CHEAP, user, areas
+        )
+        assert row["task_area"] == area, row
+    agree = sum(
+        row["task_area"]
+        == skilled_answer(STRONG_MODEL, STRONG, f"Abstract: {row['abstract']}", areas)[0]
+        for row in rows
+    )
+    assert agree >= 0.9 * len(rows), f"{agree} of {len(rows)} rows agree with the strong model"
