@@ -30,7 +30,7 @@ except ModuleNotFoundError:  # run as a script (FakeLLM.spawn): make `tests` imp
     from tests.fakebatch import FakeBatches
 from tests.fakebatch_objects import RawJSON
 from tests.fakelogprobs import AreaOdds, default_odds, token_logprobs
-from tests.fakemodels import Skill, skilled_answer
+from tests.fakemodels import CHEAP, STRONG, Skill, skilled_answer
 from tests.fakerules import (
     CATALOGUE,
     DEFAULT_SPEND,
@@ -750,6 +750,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--models", default=None, help="comma-separated accepted model names")
     p.add_argument("--openai-rules", action="store_true", help="OpenAI's per-family rules")
     p.add_argument("--reply-style", default="plain", choices=["plain", "fenced", "prose"])
+    p.add_argument("--skilled", default="", help="CHEAP,STRONG: two models of known skill")
     schema_modes = ["ok", "reject_500", "reject_400", "ignore"]
     p.add_argument("--json-schema-support", default="ok", choices=schema_modes)
     p.add_argument("--retry-after", type=float, default=1.0)
@@ -769,6 +770,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     llm.per_second = a.per_second
     llm.reply_style, llm.json_schema_support = a.reply_style, a.json_schema_support
     llm.retry_after, llm.keep_bodies = a.retry_after, False
+    if a.skilled:
+        cheap, _, strong = a.skilled.partition(",")
+        llm.skills = {cheap: CHEAP, strong: STRONG}
     if llm.batches is not None:
         llm.batches.auto_after = a.batch_auto_after
     if a.no_batches:

@@ -96,3 +96,42 @@ def test_a_cascade_killed_mid_sample_reruns_to_every_row_once_paying_nothing_twi
         for row in rows
     )
     assert agree >= 0.9 * len(rows), f"{agree} of {len(rows)} rows agree with the strong model"
+
+
+def _row(ident: str, model: str, role: str | None, area: str, cheap_area: str) -> dict[str, object]:
+    return {
+        "id": ident, "status": "ok", "task_area": area, "model": model, "method_tags": ["x"],
+        "summary": "A summary.", "cascade_role": role, "cascade_cheap_area": cheap_area,
+        "cascade_confidence": 0.9 if role == "kept" else 0.4,
+    }  # fmt: skip
+
+
+def test_eval_and_compare_split_a_cascade_by_the_model_that_answered() -> None:
+    from tagger.review.evaluate import compare_runs, evaluate
+
+    run = [
+        _row("a", CHEAP_MODEL, "kept", "nlp", "nlp"),
+        _row("b", CHEAP_MODEL, "kept", "vision", "vision"),
+        _row("c", STRONG_MODEL, "escalated", "robotics", "nlp"),
+        _row("d", STRONG_MODEL, "sampled", "nlp", "vision"),
+    ]
+    truth = (("a", "nlp"), ("b", "nlp"), ("c", "robotics"), ("d", "nlp"))
+    gold = [{"id": i, "task_area": area, "method_tags": ["x"]} for i, area in truth]
+    report = evaluate(run, gold, None)
+    by_model = {entry["model"]: entry for entry in report["by_model"]}
+    assert by_model[CHEAP_MODEL]["correct"] == 1 and by_model[CHEAP_MODEL]["evaluated"] == 2
+    assert by_model[STRONG_MODEL]["correct"] == 2 and by_model[STRONG_MODEL]["evaluated"] == 2
+    cascade = report["cascade"]
+    assert cascade["cascade"]["correct"] == 3
+    assert (cascade["cheap_alone"]["model"], cascade["cheap_alone"]["correct"]) == (CHEAP_MODEL, 1)
+    assert (cascade["strong_alone"]["evaluated"], cascade["strong_alone"]["correct"]) == (2, 2)
+    plain = [
+        {**row, "model": CHEAP_MODEL, "task_area": row["cascade_cheap_area"], "cascade_role": None}
+        for row in run
+    ]
+    assert "by_model" not in evaluate(plain, gold, None)  # one model: the report as it was
+    split = compare_runs(plain, run, None)["by_model"]
+    assert {(e["model_b"], e["compared"], e["area_changed"]) for e in split} == {
+        (CHEAP_MODEL, 2, 0),
+        (STRONG_MODEL, 2, 2),
+    }

@@ -1,4 +1,5 @@
-"""`tagger run --cascade CHEAP,STRONG`: a progress line per stage, the summary, the dry run."""
+"""`tagger run --cascade CHEAP,STRONG`: a progress line per stage, the summary, the dry run;
+and the review tables split by the model that answered (eval, compare)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import asyncio
 import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -133,3 +134,43 @@ def print_cascade_dry_run(console: Console, estimate: CascadeEstimate) -> None:
 
 def _dollars(value: float | None) -> str:
     return "n/a" if value is None else f"${value:.4f}"
+
+
+def print_by_model(console: Console, report: dict[str, Any]) -> None:
+    """eval's and compare's figures by the model that answered, when a run has several."""
+    models = report.get("by_model")
+    if not models:
+        return
+    if "model_a" in models[0]:  # compare
+        table = Table("model A", "model B", "rows", "area changed", title="by model")
+        for entry in models:
+            table.add_row(
+                cell(entry["model_a"]), cell(entry["model_b"]), str(entry["compared"]),
+                str(entry["area_changed"]),
+            )  # fmt: skip
+        console.print(table)
+        return
+    table = Table("answered by", "gold rows", "task-area accuracy", title="by model")
+    for entry in models:
+        table.add_row(cell(entry["model"]), str(entry["evaluated"]), _accuracy(entry))
+    console.print(table)
+    cascade = report.get("cascade")
+    if not cascade:
+        return
+    table = Table("", "gold rows", "task-area accuracy", title="cascade vs each model alone")
+    table.add_row("cascade", str(cascade["cascade"]["evaluated"]), _accuracy(cascade["cascade"]))
+    cheap, strong = cascade["cheap_alone"], cascade["strong_alone"]
+    table.add_row(f"{cell(cheap['model'] or 'cheap')} alone", str(cheap["evaluated"]),
+                  _accuracy(cheap))  # fmt: skip
+    table.add_row(
+        f"{cell(strong['model'] or 'strong')} alone (its rows only)",
+        str(strong["evaluated"]),
+        _accuracy(strong),
+    )
+    console.print(table)
+
+
+def _accuracy(scores: dict[str, Any]) -> str:
+    accuracy = scores.get("accuracy")
+    share = "n/a" if accuracy is None else f"{accuracy:.1%}"
+    return f"{scores['correct']}/{scores['evaluated']} ({share})"

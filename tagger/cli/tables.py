@@ -216,6 +216,9 @@ def print_eval(report: dict[str, Any], title: str) -> None:
             confusion.add_row(cell(gold_area), *(str(cells[p] or "·") for p in labels))
         console.print(confusion)
     print_error_bars(console, report)
+    from tagger.cli.cascaderun import print_by_model
+
+    print_by_model(console, report)
 
 
 def print_compare(report: dict[str, Any], limit: int) -> None:
@@ -235,6 +238,9 @@ def print_compare(report: dict[str, Any], limit: int) -> None:
     table.add_row("tags changed", str(totals["tags_changed"]))
     table.add_row("summary changed", str(totals["summary_changed"]))
     console.print(table)
+    from tagger.cli.cascaderun import print_by_model
+
+    print_by_model(console, report)
     if "verdicts" in report:
         print_verdicts(console, report)
     changed = [

@@ -20,7 +20,8 @@ SHEET_COLUMNS = (
     "reviewed", "id", "task_area", "task_area_confidence", "task_area_runner_up",
     "task_area_runner_up_confidence", "method_tags", "summary", "title", "abstract", "source",
     "index", "venue", "year", "status", "error", "model", "prompt", "prompt_version",
-    "prompt_hash", "taxonomy_version", "cached",
+    "prompt_hash", "taxonomy_version", "cached", "cascade_role", "cascade_confidence",
+    "cascade_cheap_area",
 )  # fmt: skip
 SHEET_SUFFIXES = (".csv", ".xlsx")
 TAG_SEPARATOR = "; "
@@ -40,7 +41,7 @@ _PRINT_THROUGH = "abstract"
 # Hidden when no row has a value: a run without log-probabilities has no confidences.
 _HIDE_WHEN_EMPTY = frozenset(
     {"task_area_confidence", "task_area_runner_up", "task_area_runner_up_confidence", "venue",
-     "year", "error"}
+     "year", "error", "cascade_role", "cascade_confidence", "cascade_cheap_area"}
 )  # fmt: skip
 # XML 1.0 cannot hold these control characters; openpyxl would refuse the whole file.
 _XML_ILLEGAL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
