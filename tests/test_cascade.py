@@ -8,7 +8,7 @@ from pathlib import Path
 from tests.conftest import StartTagger
 from tests.fakemodels import CHEAP, STRONG, skilled_answer
 from tests.fakeserver import FakeLLM, Recorded
-from tests.harness import SAFETY_TIMEOUT, run_args, run_cli, taxonomy_ids, wait_until
+from tests.harness import SAFETY_TIMEOUT, TaggerCLI, run_args, run_cli, taxonomy_ids, wait_until
 from tests.scalehelpers import (
     abstract_in_request,
     assert_rows_match,
@@ -135,3 +135,39 @@ def test_eval_and_compare_split_a_cascade_by_the_model_that_answered() -> None:
         (CHEAP_MODEL, 2, 0),
         (STRONG_MODEL, 2, 2),
     }
+
+
+def test_a_batch_cascade_sends_the_cheap_stage_and_the_escalated_rows_as_batches(
+    tagger_cli: TaggerCLI, tmp_path: Path
+) -> None:
+    fake = tagger_cli.fake
+    fake.skills = {CHEAP_MODEL: CHEAP, STRONG_MODEL: STRONG}
+    fake.batches.auto_after = 1
+    inputs = write_inputs(tmp_path / "in.jsonl", 100)
+    args = ("--cascade", f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "0.8", "--batch")
+    result = tagger_cli.run(*args, "--batch-poll", "0.01", inputs=[inputs.path])
+    assert result.exit_code == 0, result.output
+    rows = tagger_cli.rows()
+    roles = {row["cascade_role"] for row in rows}
+    assert roles == {"kept", "sampled", "escalated"}, "this corpus needs every stage"
+    for row in rows:  # the sample goes live (its rounds depend on each other), the rest batched
+        assert (row["batch_id"] is None) == (row["cascade_role"] == "sampled"), row
+    live = [_asked(r) for r in fake.chats()]
+    assert {model for model, _ in live} == {STRONG_MODEL}
+    assert len(live) == roles_count(rows, "sampled")
+    section = tagger_cli.manifest()["cascade"]
+    assert section["sample_size"] == roles_count(rows, "sampled")
+    assert section["stages"][0]["model"] == CHEAP_MODEL
+    sent = (len(fake.chats()), len(fake.batches.created))
+    assert sent[1] == 2, "one batch for the cheap stage, one for the escalated rows"
+    again = tagger_cli.run(*args, "--batch-poll", "0.01", inputs=[inputs.path])
+    assert again.exit_code == 0, again.output
+    assert (len(fake.chats()), len(fake.batches.created)) == sent, "a rerun sent something"
+    decided = ("id", "task_area", "model", "cascade_role", "batch_id")
+    assert [[r[k] for k in decided] for r in tagger_cli.rows()] == [
+        [r[k] for k in decided] for r in rows
+    ]
+
+
+def roles_count(rows: list[dict[str, object]], role: str) -> int:
+    return sum(row["cascade_role"] == role for row in rows)

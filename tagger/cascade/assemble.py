@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -83,7 +83,7 @@ def cascade_stats(result: CascadeResult, rows: list[Row]) -> RunStats:
         stop_reason=result.stop_reason,
         stop_advice=next((s.stop_advice for s in stages if s.stop_advice), None),
         interrupted=result.interrupted,
-        served_models=sorted({m for stats in stages for m in stats.served_models}),
+        served_models=sorted({row.served_model for row in rows if row.served_model}),
         service_tiers=sorted({t for stats in stages for t in stats.service_tiers}),
         adaptations=[a for stats in stages for a in stats.adaptations],
         top_errors=_top_errors(rows),
@@ -107,8 +107,18 @@ def _top_errors(rows: list[Row]) -> list[dict[str, object]]:
     return [{"reason": reason, "count": count} for reason, count in reasons.most_common(3)]
 
 
-def _usage_of(rows: list[Row]) -> Usage:
-    return sum((Usage.from_fields(row.fields()) for row in rows), NO_USAGE)
+def _cost(prices: PriceTable, model: str, rows: Iterable[Row], flex: bool) -> float | None:
+    """What these rows' answers cost, each at the price it was asked at (Batch API or live)."""
+    batch, live = NO_USAGE, NO_USAGE
+    for row in rows:
+        usage = Usage.from_fields(row.fields())
+        if row.batch_id is not None:
+            batch += usage
+        else:
+            live += usage
+    batch_cost = prices.cost(model, batch, batch=True) if batch != NO_USAGE else 0.0
+    live_cost = prices.cost(model, live, flex=flex) if live != NO_USAGE else 0.0
+    return None if batch_cost is None or live_cost is None else batch_cost + live_cost
 
 
 def cascade_manifest(
@@ -122,11 +132,9 @@ def cascade_manifest(
     """
     cascade, decision = result.cascade, result.decision
     count = len(rows)
-    cheap_usage = _usage_of(list(result.cheap.values()))
     strong_rows = list(result.strong.values())
-    strong_usage = _usage_of(strong_rows)
-    cheap_cost = prices.cost(cascade.cheap, cheap_usage, flex=flex)
-    strong_cost = prices.cost(cascade.strong, strong_usage, flex=flex)
+    cheap_cost = _cost(prices, cascade.cheap, result.cheap.values(), flex)
+    strong_cost = _cost(prices, cascade.strong, strong_rows, flex)
     cost = None if cheap_cost is None or strong_cost is None else cheap_cost + strong_cost
     all_strong = None
     if strong_cost is not None and strong_rows:
@@ -148,7 +156,10 @@ def cascade_manifest(
         "estimated_cost_usd": _money(cost),
         "estimated_all_strong_cost_usd": _money(all_strong),
         "cost_vs_all_strong": round(cost / all_strong, 4) if cost and all_strong else None,
-        "certificate": decision.certificate if decision is not None else None,
+        "certificate": decision.certificate_for(cascade.strong) if decision is not None else None,
+        "method": decision.method if decision is not None else None,
+        "error_budget": decision.error_budget if decision is not None else None,
+        "sampled_disagreements": decision.sampled_disagreements if decision else None,
         "stages": [_stage(run) for run in result.stages],
     }
 
