@@ -38,6 +38,9 @@ SAMPLE_MIN_PER_STRATUM = 5
 # of the strong model's sample (a rerun draws the same one, so the cache answers it).
 CASCADE_DELTA = 0.05
 CASCADE_SEED = 0
+# A cheap stage that failed on more than this share of abstracts stops the cascade before the
+# strong model is paid: its failures would all be escalated (an outage billed at strong prices).
+CASCADE_MAX_CHEAP_FAILURES = 0.1
 
 
 _LOCAL_NAMES = frozenset({"localhost", "host.docker.internal"})

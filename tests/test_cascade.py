@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import signal
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tests.conftest import StartTagger
 from tests.fakemodels import CHEAP, STRONG, skilled_answer
@@ -171,3 +176,105 @@ def test_a_batch_cascade_sends_the_cheap_stage_and_the_escalated_rows_as_batches
 
 def roles_count(rows: list[dict[str, object]], role: str) -> int:
     return sum(row["cascade_role"] == role for row in rows)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ((f"{CHEAP_MODEL},{CHEAP_MODEL}", "--target", "0.9"), "twice"),
+        ((CHEAP_MODEL, "--target", "0.9"), "give two models"),
+        ((f"{CHEAP_MODEL},{STRONG_MODEL}",), "needs --target"),
+        ((f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "1"), "--target"),
+        ((f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "0.9", "--delta", "0"), "--delta"),
+        ((f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "0.9", "--no-logprobs"), "--no-logprobs"),
+        ((f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "0.9", "--ray"), "--ray"),
+        ((f"o4-mini,{STRONG_MODEL}", "--target", "0.9"), "takes no logprobs"),
+    ],
+)
+def test_a_cascade_it_cannot_run_is_refused_in_one_line_before_sending(
+    tagger_cli: TaggerCLI, tmp_path: Path, args: tuple[str, ...], says: str
+) -> None:
+    inputs = write_inputs(tmp_path / "in.jsonl", 3)
+    result = tagger_cli.run("--cascade", *args, inputs=[inputs.path])
+    assert result.exit_code == 2, result.output
+    assert says in result.output and result.output.count("Error:") == 1, result.output
+    assert not tagger_cli.fake.chats()
+
+
+def _garble(model: str, every: int) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
+    """A reply hook: this model answers every `every`-th abstract with no JSON at all."""
+
+    def hook(user: str, answered: dict[str, Any]) -> dict[str, Any]:
+        digit = int(hashlib.sha256(user.encode()).hexdigest(), 16) % every
+        if answered["model"] == model and digit == 0:
+            answered["choices"][0]["message"]["content"] = "no JSON here"
+        return answered
+
+    return hook
+
+
+def test_rows_the_strong_model_fails_on_say_so_and_the_certificate_waits_for_a_rerun(
+    tagger_cli: TaggerCLI, tmp_path: Path
+) -> None:
+    fake = tagger_cli.fake
+    fake.skills = {CHEAP_MODEL: CHEAP, STRONG_MODEL: STRONG}
+    fake.reply_hook = _garble(STRONG_MODEL, 4)
+    inputs = write_inputs(tmp_path / "in.jsonl", 100)
+    args = ("--cascade", f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "0.8", "--repair-turns", "0")
+    result = tagger_cli.run(*args, "--max-attempts", "1", inputs=[inputs.path])
+    assert result.exit_code == 1, result.output
+    failed = [row for row in tagger_cli.rows() if row["status"] == "error"]
+    assert failed and all(row["model"] == STRONG_MODEL for row in failed)
+    assert all(row["cascade_role"] in ("sampled", "escalated") for row in failed)
+    section = tagger_cli.manifest()["cascade"]
+    assert section["strong_unanswered"] == len(failed) and not section["certificate_holds"]
+    fake.reply_hook = None
+    sent = len(fake.chats())
+    again = tagger_cli.run(*args, inputs=[inputs.path])
+    assert again.exit_code == 0, again.output
+    assert tagger_cli.manifest()["cascade"]["certificate_holds"]
+    assert len(fake.chats()) - sent <= len(failed) + section["escalated"], "paid again"
+
+
+def test_a_cheap_model_failing_everywhere_is_not_escalated_to_the_strong_one(
+    tagger_cli: TaggerCLI, tmp_path: Path
+) -> None:
+    tagger_cli.fake.reply_hook = _garble(CHEAP_MODEL, 3)
+    inputs = write_inputs(tmp_path / "in.jsonl", 60)
+    args = ("--cascade", f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "0.8", "--repair-turns", "0")
+    result = tagger_cli.run(*args, "--max-attempts", "1", inputs=[inputs.path])
+    assert result.exit_code == 1, result.output
+    assert "nothing was sent to the strong model" in result.output
+    assert {_asked(r)[0] for r in tagger_cli.fake.chats()} == {CHEAP_MODEL}
+
+
+def test_max_cost_caps_the_whole_cascade_and_a_rerun_finishes_paying_nothing_twice(
+    tagger_cli: TaggerCLI, tmp_path: Path
+) -> None:
+    fake = tagger_cli.fake
+    fake.skills = {CHEAP_MODEL: CHEAP, STRONG_MODEL: STRONG}
+    inputs = write_inputs(tmp_path / "in.jsonl", 100)
+    args = ("--cascade", f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "0.8")
+    full = tagger_cli.run(*args, "--dry-run", inputs=[inputs.path])
+    assert full.exit_code == 0 and "expected" in full.output
+    cap = 0.04  # more than the cheap stage, less than the cascade: the strong stages stop
+    result = tagger_cli.run(*args, "--max-cost", cap, inputs=[inputs.path])
+    assert result.exit_code == 1, result.output
+    manifest = tagger_cli.manifest()
+    assert manifest["status"] == "stopped" and manifest["estimated_cost_usd"] <= cap
+    assert [s["model"] for s in manifest["cascade"]["stages"]][:2] == [CHEAP_MODEL, STRONG_MODEL]
+    first = {_asked(r) for r in fake.chats() if r.status == 200}
+    sent = len(fake.chats())
+    again = tagger_cli.run(*args, inputs=[inputs.path])
+    assert again.exit_code == 0, again.output
+    assert not {_asked(r) for r in fake.chats()[sent:]} & first, "paid twice"
+    assert tagger_cli.manifest()["cascade"]["certificate_holds"]
+
+
+def test_review_refuses_cascade_fields_tagger_never_writes() -> None:
+    from tagger.files.jsonl import run_row_problem
+
+    assert run_row_problem({"cascade_role": "kept", "cascade_cheap_area": "nlp"}) is None
+    assert run_row_problem({"cascade_role": "boss"}) is not None
+    assert run_row_problem({"cascade_role": 7}) is not None
+    assert run_row_problem({"cascade_cheap_area": {"a": 1}}) is not None

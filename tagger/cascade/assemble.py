@@ -141,6 +141,9 @@ def cascade_manifest(
         all_strong = strong_cost / len(strong_rows) * count
     sampled = len(decision.sampled) if decision is not None else len(result.strong)
     escalated = sum(row.cascade_role == "escalated" for row in rows)
+    # Rows the strong model should have answered and did not: the certificate assumes they
+    # carry its answer, so it holds only once a rerun has answered them.
+    unanswered = sum(row.cascade_role not in (None, "kept") and not row.ok for row in rows)
     return {
         "cheap_model": cascade.cheap,
         "strong_model": cascade.strong,
@@ -157,6 +160,8 @@ def cascade_manifest(
         "estimated_all_strong_cost_usd": _money(all_strong),
         "cost_vs_all_strong": round(cost / all_strong, 4) if cost and all_strong else None,
         "certificate": decision.certificate_for(cascade.strong) if decision is not None else None,
+        "certificate_holds": decision is not None and result.complete and not unanswered,
+        "strong_unanswered": unanswered,
         "method": decision.method if decision is not None else None,
         "error_budget": decision.error_budget if decision is not None else None,
         "sampled_disagreements": decision.sampled_disagreements if decision else None,
@@ -199,5 +204,11 @@ def cascade_summary(section: dict[str, Any]) -> list[tuple[str, str]]:
     cost, strong = section["estimated_cost_usd"], section["estimated_all_strong_cost_usd"]
     if cost is not None and strong:
         lines.append(("cost vs all-strong", f"${cost:.4f} vs ~${strong:.4f} ({cost / strong:.0%})"))
-    lines.append(("certificate", section["certificate"] or "-"))
+    certificate = section["certificate"] or "-"
+    if not section["certificate_holds"]:
+        certificate = (
+            f"{certificate}; it holds once the {section['strong_unanswered']} rows the strong "
+            "model did not answer are answered: rerun the same command"
+        )
+    lines.append(("certificate", certificate))
     return lines

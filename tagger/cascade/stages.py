@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from tagger import defaults
 from tagger.cascade.certify import CascadeDecision, CascadeTarget, Certifier
 from tagger.config import CascadeConfig, RunConfig
 from tagger.errors import ConfigError
@@ -137,6 +138,9 @@ async def run_cascade(
     if _end(result, stats):
         return result
     _require_confidence(result.cheap, cascade.cheap)
+    if (refusal := _cheap_failures(result.cheap, scan.count)) is not None:
+        result.stop_reason = refusal
+        return result
     certifier = Certifier(
         [_confidence(result.cheap[i]) for i in range(scan.count)],
         CascadeTarget(cascade.target, cascade.delta, cascade.seed),
@@ -227,8 +231,21 @@ def _require_confidence(rows: Mapping[int, Row], model: str) -> None:
     if answered and all(row.task_area_confidence is None for row in answered):
         raise ConfigError(
             f"--cascade needs the cheap model's confidence, but '{model}' returned no "
-            "logprobs: pick a cheap model that does (its answers stay cached)"
+            "logprobs (or the cache holds none for it: --refresh asks again): pick a cheap "
+            "model that does (its answers stay cached)"
         )
+
+
+def _cheap_failures(rows: Mapping[int, Row], count: int) -> str | None:
+    """Why not to go on when the cheap model failed on too many abstracts, else None."""
+    failed = [row for row in rows.values() if not row.ok]
+    if len(failed) <= defaults.CASCADE_MAX_CHEAP_FAILURES * count:
+        return None
+    reason = " ".join((failed[0].error or "failed").split())[:200]
+    return (
+        f"the cheap model failed on {len(failed)} of {count} abstracts (e.g. {reason}); "
+        "nothing was sent to the strong model"
+    )
 
 
 def _pick(scan: InputScan, indices: Iterable[int]) -> tuple[Abstract, ...]:

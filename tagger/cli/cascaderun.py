@@ -45,7 +45,7 @@ def run_cascade_command(
 
     assert config.cascade is not None
     for model in (config.cascade.cheap, config.cascade.strong):  # a typo stops before paying
-        check_model_offered(config.client.model_copy(update={"model": model}))
+        check_model_offered(config.client.model_copy(update={"model": model}), "--cascade")
     destination = None if str(command.output) == "-" else command.output
     shown: list[BarProgress] = []
 
