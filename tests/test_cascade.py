@@ -278,3 +278,20 @@ def test_review_refuses_cascade_fields_tagger_never_writes() -> None:
     assert run_row_problem({"cascade_role": "boss"}) is not None
     assert run_row_problem({"cascade_role": 7}) is not None
     assert run_row_problem({"cascade_cheap_area": {"a": 1}}) is not None
+
+
+def test_tag_runs_a_cascade_with_the_same_options(llm: FakeLLM, tmp_path: Path) -> None:
+    import tagger
+
+    llm.skills = {CHEAP_MODEL: CHEAP, STRONG_MODEL: STRONG}
+    items = [
+        f"We study problem {i} with graph neural networks on {i % 7} benchmarks." for i in range(60)
+    ]
+    options = {"base_url": llm.base_url, "api_key": "sk-test-0123456789", "cache_dir": tmp_path}
+    run = tagger.tag(
+        items, cascade=f"{CHEAP_MODEL},{STRONG_MODEL}", target=0.8, progress=False, **options
+    )
+    assert [row.index for row in run.rows] == list(range(60))
+    assert {row.cascade_role for row in run.rows} <= {"kept", "sampled", "escalated"}
+    assert run.manifest["cascade"]["certificate_holds"]
+    assert run.stats.requests == len(llm.chats())
