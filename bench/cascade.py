@@ -1,0 +1,119 @@
+"""The cascade's savings and its guarantee on simulated corpora, against the `bargain` package.
+
+    python bench/cascade.py [--rows 2000 20000 100000] [--targets 0.9 0.95 0.99] [--runs 20]
+
+Each run draws a corpus where the truth is known (tests/cascadesim.py: the cheap model right
+on ~85% of rows, its confidence informative but overconfident and noisy), then picks the rows
+the strong model answers with tagger.cascade and with BARGAIN_A (Zeighami et al. 2025, the
+`bargain` package, same data, same target and delta). Reported per corpus size and target:
+the share of strong-model calls (sample + escalated; all-strong is 100%), the calls saved
+against all-strong, the runs that met the target (it must be at least 1 - delta of them), the
+seconds per run, and how many fewer strong calls tagger made than bargain (negative: more).
+Without `bargain` installed (`pip install bargain`: numpy, pandas) only tagger's side runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tagger.cascade import CascadeTarget
+from tests.cascadesim import Population, agreement, population, run_cascade
+
+
+def bargain_run(world: Population, target: float, delta: float, seed: int) -> tuple[float, float]:
+    """BARGAIN_A on the same corpus: (share of strong calls, share agreeing with the strong)."""
+    import BARGAIN  # the bench's only use of it: tagger never depends on it
+
+    class Proxy(BARGAIN.Proxy):  # type: ignore[misc]
+        def proxy_func(self, record: str) -> tuple[str, float]:
+            row = int(record)
+            score = world.confidences[row]
+            return ("strong" if world.agrees[row] else "other"), (-1.0 if score is None else score)
+
+    class Oracle(BARGAIN.Oracle):  # type: ignore[misc]
+        def oracle_func(self, record: str, proxy_output: Any) -> tuple[bool, str]:
+            return proxy_output == "strong", "strong"
+
+    cascade = BARGAIN.BARGAIN_A(
+        Proxy(verbose=False, max_workers=1),
+        Oracle(verbose=False, max_workers=1),
+        target=target,
+        delta=delta,
+        verbose=False,
+        seed=seed,
+    )
+    records = [str(i) for i in range(len(world.agrees))]
+    output, used_oracle = cascade.process(records, return_oracle_usage=True)
+    rows = len(records)
+    return sum(used_oracle) / rows, sum(answer == "strong" for answer in output) / rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, nargs="+", default=[2000, 20_000, 100_000])
+    parser.add_argument("--targets", type=float, nargs="+", default=[0.9, 0.95, 0.99])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--delta", type=float, default=0.05)
+    parser.add_argument("--accuracy", type=float, default=0.85)
+    args = parser.parse_args()
+    try:
+        import BARGAIN  # noqa: F401
+    except ImportError:
+        have_bargain = False
+        print("bargain is not installed (pip install bargain): tagger's cascade alone")
+    else:
+        have_bargain = True
+    print(
+        f"cheap model right on ~{args.accuracy:.0%} of rows; delta {args.delta}; {args.runs} runs"
+        " each; strong calls = sample + escalated, as a share of rows (all-strong: 100%)"
+    )
+    header = (
+        f"{'rows':>7} {'target':>6} | tagger: {'strong':>6} {'saved':>6} {'met':>5} {'s/run':>6}"
+    )
+    if have_bargain:
+        header += (
+            f" | bargain: {'strong':>6} {'saved':>6} {'met':>5} {'s/run':>6} | fewer strong calls"
+        )
+    print(header)
+    for rows in args.rows:
+        for target in args.targets:
+            ours, our_met, theirs, their_met = [], 0, [], 0
+            our_time = their_time = 0.0
+            for run in range(args.runs):
+                world = population(rows, seed=run, accuracy=args.accuracy)
+                start = time.perf_counter()
+                decision = run_cascade(world, CascadeTarget(target, args.delta, seed=run))
+                our_time += time.perf_counter() - start
+                ours.append(decision.escalated_share)
+                our_met += agreement(world, decision) >= target
+                if have_bargain:
+                    start = time.perf_counter()
+                    share, agreed = bargain_run(world, target, args.delta, run)
+                    their_time += time.perf_counter() - start
+                    theirs.append(share)
+                    their_met += agreed >= target
+            mean = statistics.mean(ours)
+            line = (
+                f"{rows:>7,} {target:>6} | tagger: {mean:>6.1%} {1 - mean:>6.1%} "
+                f"{our_met:>2}/{args.runs:<2} {our_time / args.runs:>5.2f}s"
+            )
+            if have_bargain:
+                theirs_mean = statistics.mean(theirs)
+                line += (
+                    f" | bargain: {theirs_mean:>6.1%} {1 - theirs_mean:>6.1%} "
+                    f"{their_met:>2}/{args.runs:<2} {their_time / args.runs:>5.2f}s"
+                    f" | {1 - mean / theirs_mean:>+17.1%}"
+                )
+            print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
