@@ -45,10 +45,11 @@ def run_command(command: RunCommand) -> None:
             scanned = scan(command.paths)
         if command.dry_run and config.cascade is not None:
             from tagger.cascade.estimate import cascade_dry_run
-            from tagger.cli.cascaderun import print_cascade_dry_run
+            from tagger.cli.errortables import print_cascade_dry_run
 
             with _interruptible("during the dry run; nothing was sent"):
                 estimate = cascade_dry_run(config, scanned, price_table)
+            print_dry_run(console, estimate.cheap)  # and the first prompt (the same for both)
             print_cascade_dry_run(console, estimate)
             return
         if command.dry_run:

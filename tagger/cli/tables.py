@@ -16,6 +16,7 @@ from tagger.cli.errortables import (
     ci_num,
     ci_pct,
     estimate_values,
+    print_by_model,
     print_error_bars,
     print_verdicts,
 )
@@ -216,8 +217,6 @@ def print_eval(report: dict[str, Any], title: str) -> None:
             confusion.add_row(cell(gold_area), *(str(cells[p] or "·") for p in labels))
         console.print(confusion)
     print_error_bars(console, report)
-    from tagger.cli.cascaderun import print_by_model
-
     print_by_model(console, report)
 
 
@@ -238,8 +237,6 @@ def print_compare(report: dict[str, Any], limit: int) -> None:
     table.add_row("tags changed", str(totals["tags_changed"]))
     table.add_row("summary changed", str(totals["summary_changed"]))
     console.print(table)
-    from tagger.cli.cascaderun import print_by_model
-
     print_by_model(console, report)
     if "verdicts" in report:
         print_verdicts(console, report)
