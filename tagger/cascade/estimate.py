@@ -30,8 +30,11 @@ class CascadeEstimate:
 
 def cascade_dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> CascadeEstimate:
     """Both models' estimates over every abstract, and the expectation the cache allows."""
+    from tagger.cascade.job import check_cascade
+
     cascade = config.cascade
     assert cascade is not None
+    check_cascade(config, prices)  # a cascade that would be refused has no cost to show
     cheap_config = stage_config(config, cascade.cheap, [])
     strong_config = stage_config(config, cascade.strong, [])
     cheap = dry_run(cheap_config, scan, prices)
