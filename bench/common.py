@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import resource
 import signal
@@ -26,12 +27,12 @@ def seed_texts() -> list[str]:
     return [a.text for a in iter_abstracts(scan([ROOT / "seeds"]).files)]
 
 
-def write_abstracts(path: Path, count: int, seed: int = 0) -> Path:
-    """A JSONL file of `count` distinct, realistic abstracts."""
+def write_abstracts(path: Path, count: int, seed: int = 0, first: int = 0) -> Path:
+    """A JSONL file of `count` distinct, realistic abstracts, numbered from `first`."""
     rng = random.Random(seed)
     texts = seed_texts()
     with path.open("w", encoding="utf-8") as out:
-        for i in range(count):
+        for i in range(first, first + count):
             text = f"{rng.choice(texts)} Study number {i} extends these experiments."
             out.write(json.dumps({"id": f"b{i:06d}", "abstract": text}) + "\n")
     return path
@@ -69,12 +70,18 @@ def run_args(source: Path, out: Path, url: str, *extra: str) -> list[str]:
     return ["run", str(source), "-o", str(out), "--base-url", url, "--api-key", "sk-bench", *extra]
 
 
-def run_tagger(args: list[str]) -> tuple[float, float, int]:
-    """Run `tagger` in a child process: (wall seconds, peak RSS MB of children, exit code)."""
+def run_tagger(args: list[str], code: Path | None = None) -> tuple[float, float, int]:
+    """Run `tagger` in a child process: (wall seconds, peak RSS MB of children, exit code).
+
+    `code`: a folder holding another version's `tagger/` package (and `prompts/`) to run
+    instead, from that folder (`python -m` puts the working folder first on the path).
+    """
+    env = {**os.environ, "PYTHONPATH": str(code)} if code is not None else None
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "tagger.cli.app", *args],
-        cwd=ROOT,
+        cwd=code or ROOT,
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -1,6 +1,8 @@
-"""How far one cluster-wide limiter holds as actors are added: simulated actors against the fake.
+"""How far one cluster-wide limiter holds as actors are added: simulated actors against the fake,
+then real `tagger run --ray` actors with the machine loaded.
 
     python bench/ray_limiter.py [--limit 3000] [--seconds 6] [--actors 1,2,4,8,16,32]
+                                [--cli-actors 2,4] [--cli-limit 1200] [--busy 2]
 
 The fake server (its own process) enforces --limit requests per minute over every sliding
 second. One limiter actor (tagger.ray.actors) paces N simulated actors: each is what a Ray Data
@@ -112,6 +114,47 @@ async def capacity(callers: int, calls: int) -> str:
     return f"limiter capacity: {callers * calls / wall:,.0f} grants/s ({callers} callers at once)"
 
 
+def cli_run(actors: int, per_minute: int, busy: int, items: int, concurrency: int) -> str:
+    """`tagger run --ray` (its own process, a local Ray, real actors) against a fake enforcing
+    `per_minute` over every sliding second, with `busy` busy loops beside it."""
+    import subprocess
+    import tempfile
+
+    from common import run_args, server_stats, write_abstracts
+
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            source = write_abstracts(Path(tmp) / "in.jsonl", items)
+            with fake_server("--rpm", str(per_minute), "--window", "60", "--per-second") as (
+                proc,
+                url,
+            ):
+                args = run_args(source, Path(tmp) / "out.jsonl", url, "--no-cache")
+                args += ["--rpm", str(per_minute), "--concurrency", str(concurrency)]
+                args += ["--ray", "--ray-actors", str(actors), "-q"]
+                began = time.perf_counter()
+                done = subprocess.run(
+                    [sys.executable, "-m", "tagger", *args], capture_output=True, text=True
+                )
+                wall = time.perf_counter() - began
+                counts = server_stats(proc)
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+    by_status = counts.get("by_status", {})
+    assert isinstance(by_status, dict)
+    ok, limited = int(by_status.get("200", 0)), int(by_status.get("429", 0))
+    span = float(counts.get("answered_span", 0.0))  # type: ignore[arg-type]
+    used = (ok - 1) / (span * per_minute / 60) if span else 0.0
+    return (
+        f"tagger run --ray, {actors} actors x {concurrency}, {busy} busy loops: exit "
+        f"{done.returncode}, {ok} answered, {limited} x 429, limit used {used:6.1%} "
+        f"({wall:.1f} s whole command)"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -120,6 +163,10 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--concurrency", type=int, default=4, help="per simulated actor")
     parser.add_argument("--actors", default="1,2,4,8,16,32")
+    parser.add_argument("--cli-actors", default="2,4", help="real actors ('' to skip)")
+    parser.add_argument("--cli-limit", type=int, default=1200, help="requests per minute")
+    parser.add_argument("--cli-items", type=int, default=400)
+    parser.add_argument("--busy", type=int, default=2, help="busy loops beside the real run")
     args = parser.parse_args()
     import ray
 
@@ -133,6 +180,10 @@ def main() -> int:
         print(line, flush=True)
     print(asyncio.run(capacity(32, 100)), flush=True)
     ray.shutdown()
+    for actors in (int(n) for n in args.cli_actors.split(",") if n):
+        for busy in sorted({0, args.busy}):
+            line = cli_run(actors, args.cli_limit, busy, args.cli_items, args.concurrency * 2)
+            print(line, flush=True)
     return 0
 
 

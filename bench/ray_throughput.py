@@ -82,7 +82,6 @@ def merge_rate(tmp: Path, rows: int) -> None:
     import random
 
     from tagger.ray.merge import merge_parts
-    from tagger.ray.parts import find_parts
 
     parts = tmp / "merge.parts"
     parts.mkdir()
@@ -91,11 +90,13 @@ def merge_rate(tmp: Path, rows: int) -> None:
     random.Random(0).shuffle(order)
     for number, half in enumerate((order[: rows // 2], order[rows // 2 :])):
         with (parts / f"part-{number}.jsonl").open("w") as out:
+            out.write(json.dumps({"part": {"run": "bench", "seq": number, "input_count": rows}}))
+            out.write("\n")
             for index in half:
                 row = {**template, "id": f"m{index}", "index": index}
                 out.write(json.dumps({"key": f"k{index}", "row": row}) + "\n")
     began = time.perf_counter()
-    stats = merge_parts(find_parts([parts]), tmp / "merged.jsonl")
+    stats = merge_parts([parts], tmp / "merged.jsonl")
     wall = time.perf_counter() - began
     assert stats.items == rows
     print(f"merge: {rows} rows in {wall:.1f} s, {rows / wall:,.0f} rows/s")
@@ -121,14 +122,14 @@ def steady(args: argparse.Namespace, source: Path, url: str, tmp: Path) -> None:
         out = tmp / f"warm{actors}.jsonl"
         how = RayRun(None, actors=actors)
         began = time.perf_counter()
-        stats, _ = run_on_ray(config, scanned, out, SilentProgress(), PriceTable(), how)
+        stats = run_on_ray(config, scanned, out, SilentProgress(), PriceTable(), how).stats
         wall = time.perf_counter() - began
         assert stats.ok == args.items, stats
         print(f"  {actors} actor(s), {args.items} sent:{'':<17} {wall:6.1f} s  "
               f"{args.items / wall:7.0f} items/s")  # fmt: skip
         (tmp / f"warm{actors}.jsonl.parts").rename(tmp / f"old{actors}.parts")  # no skipping
         began = time.perf_counter()
-        stats, _ = run_on_ray(config, scanned, out, SilentProgress(), PriceTable(), how)
+        stats = run_on_ray(config, scanned, out, SilentProgress(), PriceTable(), how).stats
         wall = time.perf_counter() - began
         assert stats.cached == args.items, stats
         print(f"  {actors} actor(s), all cached:{'':<13} {wall:6.1f} s  "

@@ -10,6 +10,7 @@ TaggerError                 reported to the user as one line; `exit_code` is the
 │   └── BatchAPITrouble (2) the Batch API failed in a way that may pass (5xx, 429, no reply)
 ├── CacheWriteError (1)     an answer could not be committed to the cache: sending stops
 ├── OutputError (1)         the output could not be written
+├── RayFailed (1)           Ray did not start, connect or keep the job going: what to try
 └── SendingStopped (1)      the run stopped sending (Ctrl-C, a spend limit)
     └── BudgetExceeded (1)  --max-requests or --max-cost reached
 
@@ -75,6 +76,11 @@ class CacheWriteError(TaggerError):
 
 class OutputError(TaggerError):
     """The output file could not be written during a run (disk full, lost access)."""
+
+
+class RayFailed(TaggerError):
+    """Ray itself did not start, connect or keep the job going (not a tagger bug); the
+    message says what to try."""
 
 
 class SendingStopped(TaggerError):

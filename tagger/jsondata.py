@@ -105,9 +105,15 @@ def nesting_depth(text: str) -> int:
     return deepest
 
 
+# One encoder for every line: json.dumps() with options builds a new one on each call.
+_LINE = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+
+
 def dumps(value: Any, *, indent: int | None = None) -> str:
     """Strict JSON text (non-ASCII kept): a non-finite float becomes null, never NaN."""
     try:
+        if indent is None:
+            return _LINE.encode(value)
         return json.dumps(value, ensure_ascii=False, indent=indent, allow_nan=False)
     except ValueError:  # rare: a NaN or infinity somewhere in it
         return json.dumps(_finite(value), ensure_ascii=False, indent=indent, allow_nan=False)

@@ -22,3 +22,14 @@ def size(count: int) -> str:
         if value < 1024 or unit == "TB":
             break
     return f"{value:.1f} {unit}"
+
+
+def clip(text: str, limit: int) -> str:
+    """text within `limit` characters, cut between words with "…", never inside one."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if space > limit // 2:  # else one huge word (a URL): cut it, marked
+        cut = cut[:space]
+    return cut.rstrip(" ,;:") + "…"

@@ -7,11 +7,17 @@ import json
 import shlex
 import shutil
 
+import pytest
+
+from tagger.batch import rounds
 from tests.batchhelpers import FAST, batch_run
 from tests.harness import PROMPTS_DIR, TEST_KEY, TaggerCLI, one_line
 
 
-def test_lines_a_batch_never_ran_cost_no_attempt(tagger_cli: TaggerCLI) -> None:
+def test_lines_a_batch_never_ran_cost_no_attempt(
+    tagger_cli: TaggerCLI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rounds, "FEW_LINES_LEFT", 0)  # batch rounds, not the live finish
     batches = tagger_cli.fake.batches
     assert batches is not None
     batches.auto_after = 1
@@ -23,9 +29,12 @@ def test_lines_a_batch_never_ran_cost_no_attempt(tagger_cli: TaggerCLI) -> None:
     assert len(rows) == 3 and all(row["status"] == "ok" for row in rows), rows
 
 
-def test_lines_never_run_are_bounded_and_say_so(tagger_cli: TaggerCLI) -> None:
+def test_lines_never_run_are_bounded_and_say_so(
+    tagger_cli: TaggerCLI, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tagger.batch.collect import MAX_UNRUN
 
+    monkeypatch.setattr(rounds, "FEW_LINES_LEFT", 0)  # batch rounds, not the live finish
     batches = tagger_cli.fake.batches
     assert batches is not None
     batches.auto_after = 1

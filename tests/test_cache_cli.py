@@ -152,3 +152,20 @@ def test_cache_stats_and_clear(tagger_cli: TaggerCLI) -> None:
     assert rerun.exit_code == 0, rerun.output
     assert len(tagger_cli.chats()) == 114  # everything asked again
     assert _entries(tagger_cli) == 57
+
+
+def test_looking_at_an_empty_cache_folder_creates_no_database(tagger_cli: TaggerCLI) -> None:
+    folder = tagger_cli.tmp / "empty-cache"
+    folder.mkdir()
+    where = ["--cache-dir", folder]
+    stats = tagger_cli.invoke(["cache", "stats", "--json", *where])
+    assert stats.exit_code == 0, stats.output
+    assert json.loads(stats.stdout)["entries"] == 0
+    assert tagger_cli.invoke(["cache", "clear", "--yes", *where]).exit_code == 0
+    dry = tagger_cli.run("--dry-run", *where, inputs=[tagger_cli.small_input(2)])
+    assert dry.exit_code == 0, dry.output
+    assert list(folder.iterdir()) == []
+    # A file where the cache should be is still an error, not "0 answers".
+    blocked = tagger_cli.tmp / "a-file"
+    blocked.write_text("x")
+    assert tagger_cli.invoke(["cache", "stats", "--cache-dir", blocked]).exit_code == 2

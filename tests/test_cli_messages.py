@@ -380,3 +380,16 @@ def test_signal_during_input_scan_exits_130_with_one_line(
         "Interrupted while reading inputs; nothing was sent"
     ]
     assert out == b""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["run", "x.txt"], ["export", "x.jsonl"], ["sample", "x.jsonl"], ["merge", "x.parts"],
+     ["compare", "a.jsonl", "b.jsonl"], ["eval", "a.jsonl", "--gold", "g.jsonl"],
+     ["gold", "import", "r.csv"]],
+)  # fmt: skip
+def test_an_empty_output_name_is_reported_as_given(tagger_cli: TaggerCLI, args: list[str]) -> None:
+    result = tagger_cli.invoke([*args, "-o", ""])
+    assert result.exit_code == 2, result.output
+    assert "-o / --output: '' is empty: name a file" in one_line(result.stderr)
+    assert "-o ." not in result.stderr

@@ -99,7 +99,7 @@ def test_output_that_is_an_input_is_refused(tagger_cli: TaggerCLI) -> None:
     before = small.read_bytes()
     result = tagger_cli.run(inputs=[small], out=small)
     assert result.exit_code == 2, result.output
-    assert "one of the inputs" in one_line(result.stderr)
+    assert "one of your inputs" in one_line(result.stderr)
     assert small.read_bytes() == before
     assert not tagger_cli.fake.history
 

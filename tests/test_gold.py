@@ -99,7 +99,7 @@ def test_every_bad_cell_is_reported_and_nothing_written(tmp_path: Path) -> None:
         "review.csv row 3, column task_area: 'foo' is not a task area (see taxonomy v1)",
         "review.csv row 4, column method_tags: needs at least one tag",
         "review.csv row 5, column id: duplicate id 'a' (first at row 2)",
-        "review.csv row 5, column summary: 'two lines' must be one line",
+        "review.csv row 5, column summary: 'two\\nlines' must be one line",
         "review.csv row 6, column reviewed: 'maybe' is not",
         "review.csv row 7, column method_tags: has 7 tags; at most 6",
         "review.csv row 8, column summary:",

@@ -502,3 +502,38 @@ def test_abstract_is_frozen() -> None:
     with pytest.raises(AttributeError):
         item.text = "u"  # type: ignore[misc]
     assert (item.venue, item.year, item.title, item.extra) == (None, None, None, {})
+
+
+def test_a_folder_of_pdfs_says_what_was_skipped_and_what_tagger_reads(tmp_path: Path) -> None:
+    for name in ("a.pdf", "b.pdf", "c.PDF", "notes.docx", "README"):
+        write(tmp_path / name, "%PDF-1.4")
+    (tmp_path / "more").mkdir()
+    err = raises_at_dir(tmp_path)
+    text = str(err)
+    assert "skipped 5 files: 3 .pdf, 1 .docx, 1 no suffix" in text
+    assert "1 subfolder not searched" in text
+    assert "extract the abstracts to one of these first" in text
+    assert "tagger reads abstracts from .txt (one per line), .jsonl, .csv or .json" in text
+    assert "own output" not in text  # a PDF is nobody's output
+
+
+def test_a_folder_of_only_tagger_files_says_so_and_asks_no_extraction(tmp_path: Path) -> None:
+    row = {"id": "x", "abstract": "a", "prompt_hash": "h", "taxonomy_version": "v1"}
+    write(tmp_path / "one.jsonl", json.dumps(row) + "\n")
+    write(tmp_path / "two.jsonl", json.dumps(row) + "\n")
+    write(tmp_path / "run.lock", "")
+    text = str(raises_at_dir(tmp_path))
+    assert "skipped 3 files: 2 run outputs tagger wrote, 1 run lock file tagger wrote" in text
+    assert "extract" not in text
+
+
+def test_an_empty_folder_says_it_is_empty(tmp_path: Path) -> None:
+    assert "this directory (it is empty)" in str(raises_at_dir(tmp_path))
+
+
+def test_a_folder_of_a_thousand_kinds_is_said_in_one_short_line(tmp_path: Path) -> None:
+    for i in range(30):
+        write(tmp_path / f"f{i}.x{i}", "x")
+    text = str(raises_at_dir(tmp_path))
+    assert "skipped 30 files:" in text and "24 files of 24 other kinds" in text
+    assert len(text) < 400

@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from tagger.pipeline.bar import BarProgress
@@ -87,13 +88,14 @@ def test_batch_status_after_cancel_shows_nothing_running(tagger_cli: TaggerCLI) 
     where = ["--cache-dir", tagger_cli.cache_dir, "--base-url", fake.base_url]
     where += ["--api-key", TEST_KEY]
     before = tagger_cli.invoke(["batch", "status", *where])
-    assert "1/1 batch running" in before.stdout, before.output
+    assert "1 batch, 1 running" in before.stdout, before.output
     cancelled = tagger_cli.invoke(["batch", "cancel", *where])
     assert cancelled.exit_code == 0, cancelled.output
     assert "cancelled 1 batch:" in cancelled.stdout
     after = tagger_cli.invoke(["batch", "status", *where])
     assert after.exit_code == 0, after.output
-    assert "cancelled" in after.stdout and "0/1 batch running" in after.stdout, after.stdout
+    assert "cancelled" in after.stdout, after.stdout
+    assert "1 batch, none running (its command collects them)" in after.stdout, after.stdout
     listed = json.loads(tagger_cli.invoke(["batch", "status", *where, "--json"]).stdout)
     assert listed["running"] == 0
 
@@ -129,3 +131,58 @@ def test_the_progress_line_fits_an_80_column_terminal() -> None:
     assert len(running) == 1 and len(running[0]) <= 80, running
     wide = _progress_line(160, 100_000, busy)
     assert "retries 1234 · in flight 64 · rate-limit pause 119 s left" in wide[0], wide
+
+
+def test_batch_list_says_no_running_count_for_a_finished_job() -> None:
+    from tagger.batch.jobfile import BatchRecord, JobState
+    from tagger.cli.batch import _line
+
+    record = BatchRecord(name="round1-part1", round=1, custom_ids=[], batch_id="batch_1")
+    job = JobState(job_id="0" * 16, output="out.jsonl", model="m", base_url="http://x/v1",
+                   mode="json_schema", created_at="2026-12-01T00:00:00+00:00", rounds=1,
+                   batches=[record])  # fmt: skip
+    record.status = "in_progress"
+    assert "round 1, 1 batch, 1 running, items" in _line(job)
+    record.status, record.collected, job.status = "completed", True, "finished"
+    line = _line(job)
+    assert "round 1, 1 batch, items" in line and "running" not in line
+
+
+def test_clip_cuts_between_words() -> None:
+    from tagger.wording import clip
+
+    text = "no answer from https://example.org/v1 within the deadline: check --base-url now"
+    for limit in range(20, len(text)):
+        clipped = clip(text, limit)
+        assert len(clipped) <= limit and clipped.endswith("…")
+        kept = clipped[:-1]
+        assert text.startswith(kept), clipped
+        # Between words, unless the only break is too early (a long URL is cut, marked).
+        assert text[len(kept)] in " ,:" or " " not in text[limit // 2 + 1 : limit], clipped
+    assert clip(text, len(text)) == text
+    assert clip("x" * 50, 10) == "x" * 9 + "…"  # one word longer than the limit: cut, marked
+
+
+@pytest.mark.parametrize("name", ["abstracts.txt", "abstracts.jsonl", "abstracts.json"])
+def test_review_of_an_input_file_says_run_it_first(tagger_cli: TaggerCLI, name: str) -> None:
+    path = tagger_cli.tmp / name
+    one = {"id": "a", "abstract": "An abstract."}
+    text = {".txt": "Papers\n\nAn abstract.\n", ".jsonl": json.dumps(one) + "\n"}
+    path.write_text(text.get(path.suffix, json.dumps([one])))
+    for command in (["export", path, "-o", tagger_cli.tmp / "r.csv"], ["tags", path]):
+        result = tagger_cli.invoke(command)
+        assert result.exit_code == 2, result.output
+        message = one_line(result.stderr)
+        assert "holds abstracts, not a `tagger run` output" in message, message
+        assert f"`tagger run {path} -o tagged.jsonl`" in message
+
+
+def test_the_bar_labels_its_time_column() -> None:
+    console = Console(file=io.StringIO(), width=120, force_terminal=False)
+    sink = BarProgress(console, 2, show=True)
+    assert sink._progress is not None
+    (task,) = sink._progress.tasks
+    column = sink._progress.columns[3]
+    assert column.render(task).plain.endswith(" left")
+    sink._progress.update(sink._task, completed=2)
+    assert column.render(task).plain.startswith("took ")

@@ -123,6 +123,16 @@ def test_summary_printed_when_the_run_ends_in_a_fatal_error(tagger_cli: TaggerCL
     assert "refused the API key" in text
     assert text.index("not run") < text.index("Error:"), text
     assert "Traceback" not in result.stderr
+    assert text.count("refused the API key") == 1, text  # not in the table, not in a tally
+    # The request that met the refusal is counted (GET /models or a chat, whichever it was).
+    requests = re.search(r"requests\s*│\s*([^│]*?)\s*│", result.stderr)
+    assert requests is not None and requests.group(1) != "0", result.stderr
+    assert tagger_cli.fake.history, "nothing was sent: the test shows nothing"
+
+    quiet = tagger_cli.run("-q", inputs=[tagger_cli.small_input(3)], key="sk-wrong-key-0000000000")
+    assert quiet.exit_code == 2, quiet.output
+    assert quiet.stderr.count("refused the API key") == 1, quiet.stderr
+    assert quiet.stderr.startswith("Error: "), quiet.stderr
 
 
 def test_quiet_prints_nothing_on_success(tagger_cli: TaggerCLI) -> None:

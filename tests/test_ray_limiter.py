@@ -191,3 +191,40 @@ async def _permits_that_arrive_late_are_dropped_not_sent_in_a_burst() -> None:
     stats = await limiter.stats()
     assert stats.permits == 1  # the late ones came back; one was sent
     await gate.aclose()
+
+
+def test_workers_counts_add_up_and_the_latest_of_each_worker_replaces_its_earlier() -> None:
+    from tagger.ray.limiter import WorkerCounters
+
+    limiter = ClusterLimiter(None, None, None)
+    limiter.count("a", WorkerCounters(requests=5, retries=1, served_models=("m1",)))
+    limiter.count("a", WorkerCounters(requests=9, retries=2, served_models=("m1",)))
+    limiter.count("b", WorkerCounters(requests=4, repairs=1, served_models=("m2",), mode="json"))
+    workers = limiter.stats().workers
+    assert (workers.requests, workers.retries, workers.repairs) == (13, 2, 1)
+    assert workers.served_models == ("m1", "m2") and workers.mode == "json"
+
+
+def test_a_lost_limiter_stops_the_worker_and_its_report_is_not_an_error() -> None:
+    asyncio.run(_a_lost_limiter_stops_the_worker())
+
+
+async def _a_lost_limiter_stops_the_worker() -> None:
+    class Gone:
+        async def grant(self, *args: object) -> Any:
+            raise RuntimeError("ActorDiedError")
+
+        async def report(self, *args: object) -> None:
+            raise RuntimeError("ActorDiedError")
+
+        async def watch(self, version: int) -> Any:
+            await asyncio.sleep(3600)
+
+    gate = ClusterGate(Gone(), 2)  # type: ignore[arg-type]
+    with pytest.raises(SendingStopped, match="rate limiter is gone"):
+        async with gate.slot(10):
+            pass
+    gate.settle(10, Usage(prompt_tokens=10))
+    await gate.flush()  # the report cannot reach it: no exception, the stop says why
+    assert gate.stopped is not None and "rate limiter is gone" in gate.stopped
+    await gate.aclose()

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import shutil
 from pathlib import Path
+
+import pytest
 
 from tests.harness import SEEDS_DIR, TEST_KEY, TaggerCLI, one_line
 
@@ -76,3 +80,30 @@ def test_a_run_refuses_an_output_named_for_another_format(tagger_cli: TaggerCLI)
         assert "tagger export" in message and "JSON Lines" in message
         assert not (tagger_cli.tmp / name).exists()
     assert not tagger_cli.fake.history
+
+
+@pytest.mark.parametrize("name", ["out.json", "out.txt", "my papers/out.xlsx"])
+def test_the_advice_for_an_output_of_another_format_is_commands_that_work(
+    tagger_cli: TaggerCLI, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    monkeypatch.chdir(tagger_cli.tmp)
+    (tagger_cli.tmp / "my papers").mkdir()
+    small = tagger_cli.small_input(2)
+    message = one_line(tagger_cli.run(inputs=[small], out=Path(name)).stderr)
+    suggested = re.search(r"name it -o (.+?), then `(tagger export .+?)`", message)
+    assert suggested is not None, message
+    run_name = shlex.split(suggested.group(1))[0]
+    assert tagger_cli.run(inputs=[small], out=Path(run_name)).exit_code == 0
+    export = shlex.split(suggested.group(2))
+    assert export[:2] == ["tagger", "export"]
+    done = tagger_cli.invoke(export[1:])
+    assert done.exit_code == 0, done.output
+    assert Path(export[-1]).stat().st_size > 0
+
+
+def test_an_output_name_with_a_line_break_is_said_on_one_line(tagger_cli: TaggerCLI) -> None:
+    name = tagger_cli.tmp / "bad\nError: forged.json"
+    result = tagger_cli.run(out=name)
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert "bad\\nError: forged.jsonl" in line

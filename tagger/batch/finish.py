@@ -38,6 +38,7 @@ class BatchLeftovers:
     tagger: ItemTagger
     job: JobState
     live: bool = False
+    sent_live: int = 0  # leftovers tagged live
 
     def snapshot(self) -> ProbeSnapshot:
         """The live part's mode, for the run's stats."""
@@ -52,6 +53,7 @@ class BatchLeftovers:
             start = None
             if item is not None:  # its batch tokens are counted with the job's already
                 start = replace(policy_state(item, self.tagger.policy), usage=NO_USAGE)
+            self.sent_live += 1
             return await self.tagger.tag(abstract.text, abstract.title, start)
         if item is not None and item.status in ("pending", "repair"):  # the job was cancelled
             return Outcome(error=f"{item.error}; rerun the same command to resubmit", stopped=True)
@@ -71,6 +73,7 @@ class BatchCosts:
     usage: Usage
     cost: float | None  # batch requests at batch prices plus --finish-live requests
     live_cost: float | None  # the same tokens at live prices
+    finished_live: int = 0  # leftovers tagged live (--finish-live, or the few expiries left)
 
 
 async def write_rows(
@@ -81,8 +84,13 @@ async def write_rows(
     writer: RowWriter,
     progress: ProgressSink,
     prices: PriceTable,
+    *,
+    live: bool = False,
 ) -> tuple[RunStats, BatchCosts]:
-    """One row per input abstract through the live runner; stats include the batch requests."""
+    """One row per input abstract through the live runner; stats include the batch requests.
+
+    `live`: the leftovers are tagged live (--finish-live, or the few lines ended batches left).
+    """
     config = plan.config
     assert config.batch is not None
     gate = SendGate(
@@ -90,15 +98,19 @@ async def write_rows(
     )
     rules = request_rules(config.client, plan.prompt.params, job.adaptations)
     client = LLMClient(config.client, gate, rules)
-    live = ItemTagger.for_plan(plan, client, ModeProbe(Mode(job.mode)))
-    tagger = BatchLeftovers(live, job, live=config.batch.finish_live)
+    tagger = BatchLeftovers(
+        ItemTagger.for_plan(plan, client, ModeProbe(Mode(job.mode))),
+        job,
+        live=live or config.batch.finish_live,
+    )
     runner = LiveRunner(plan, tagger, client, cache, writer, progress, prices)
     try:
         stats = await runner.run(scan.abstracts())
     finally:
         await client.aclose()
         job.adaptations = list(rules.learned)  # kept for the job's next rounds
-    return stats, add_batch_part(stats, job, prices, config.client.model)
+    costs = add_batch_part(stats, job, prices, config.client.model)
+    return stats, replace(costs, finished_live=tagger.sent_live)
 
 
 def _guard(job: JobState, plan: RunPlan, prices: PriceTable) -> SpendGuard | None:
@@ -140,6 +152,7 @@ def batch_manifest(job: JobState, costs: BatchCosts) -> dict[str, Any]:
         **Usage.from_fields(job.usage).as_fields(),
         "cost_usd": costs.cost,
         "live_cost_usd": costs.live_cost,
+        "finished_live": costs.finished_live,
         "batches": [
             {
                 "batch_id": record.batch_id,

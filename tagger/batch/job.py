@@ -91,7 +91,9 @@ async def run_batch_job(
         started = dt.datetime.now(dt.UTC)
         if writer is None:
             writer = target.writer if target else JsonlWriter(sys.stdout, "standard output")
-        stats, costs = await write_rows(job, plan, scan, cache, writer, progress, prices)
+        stats, costs = await write_rows(
+            job, plan, scan, cache, writer, progress, prices, live=rounds.few_left_live > 0
+        )
         stats.duration = time.monotonic() - began  # this command's waiting included
         status = "stopped" if stats.stop_reason or stats.not_run else "complete"
         manifest = build_manifest(config, plan, scan, output, stats, status, started)

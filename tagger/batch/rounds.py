@@ -27,6 +27,11 @@ log = logging.getLogger(__name__)
 TOKEN_LIMITED_ROUNDS = 3
 # Failed looks at a batch in a row (each after the SDK's own retries) before a wait gives up.
 POLL_TROUBLES = 10
+# When batches end before running some lines (expired after their 24 h), the lines left are
+# finished live instead of in another round of up to 24 h once they are few: this many, or
+# once some line has been left twice, up to this share of the job's lines.
+FEW_LINES_LEFT = 10
+FEW_SHARE_LEFT = 0.05
 
 
 class BatchWatcher(Protocol):
@@ -62,6 +67,7 @@ class BatchRounds:
         self.collector = Collector(state, plan, cache, ItemPolicy.for_plan(plan))
         self._uploaded_here: set[str] = set()
         self._troubles = 0  # failed looks at a batch in a row
+        self.few_left_live = 0  # lines left by expired batches, to be finished live (0: none)
 
     def save(self) -> None:
         """Write the job file now."""
@@ -80,12 +86,28 @@ class BatchRounds:
                     return False
                 await asyncio.sleep(self.batch.poll_interval)
                 continue
-            if not any(self._next_round(item) for item in self.state.items.values()):
+            left = [item for item in self.state.items.values() if self._next_round(item)]
+            if not left:
                 return True
             if jobfile.cancel_marker(self.config.cache_dir, self.state.job_id).exists():
                 log.warning("batch job %s was cancelled: nothing resubmitted", self.state.job_id)
                 return True  # the rest are written as not run; rerunning resubmits them
+            if self._finish_live(left):
+                self.few_left_live = len(left)
+                log.info("%d line(s) left by expired batches: finished live", len(left))
+                return True
             self._build_round()
+
+    def _finish_live(self, left: list[ItemState]) -> bool:
+        """Whether the lines left for another round are the few that expired batches left."""
+        expired = {b.batch_id for b in self.state.batches if b.status == "expired"}
+        if self.batch.finish_live or not any(i.unrun and i.batch_id in expired for i in left):
+            return False  # --finish-live sends them anyway; none was left by an expired batch
+        if any(item.attempts == 0 and item.unrun == 0 for item in left):
+            return False  # lines never sent: theirs is the first round
+        left_twice = any(item.unrun >= 2 for item in left)
+        share = len(left) / max(1, len(self.state.items))
+        return len(left) <= FEW_LINES_LEFT or (left_twice and share <= FEW_SHARE_LEFT)
 
     def _next_round(self, item: ItemState) -> bool:
         """Whether an item goes into the next round (with --finish-live: only if never sent)."""

@@ -191,8 +191,19 @@ def _line(job: JobState) -> str:
     # Every field came from a job file or a server: shown, never obeyed by the terminal.
     return one_line(
         f"{job.job_id} {job.status} {job.created_at} -> {job.output}: round {job.rounds}, "
-        f"{_running(job)}/{plural(len(job.batches), 'batch')} running, items: {counts}"
+        f"{_batches_said(job)}, items: {counts}"
     )
+
+
+def _batches_said(job: JobState) -> str:
+    """'2 batches, 1 running'; a job whose batches are all over says only how many it had."""
+    batches = plural(len(job.batches), "batch")
+    running = _running(job)
+    if running:
+        return f"{batches}, {running} running"
+    if job.status == "active" and job.batches:
+        return f"{batches}, none running (its command collects them)"
+    return batches
 
 
 def _running(job: JobState) -> int:

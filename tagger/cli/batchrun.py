@@ -150,6 +150,8 @@ def run_batch(
     costs = result.costs
     if costs is not None and not command.quiet and job.batches:
         say(console, cost_line(job, costs.cost, costs.live_cost))
+        if costs.finished_live:
+            say(console, live_line(costs.finished_live, finish_live=options.finish_live))
     if stats.interrupted:
         raise typer.Exit(EXIT_INTERRUPTED)
     if stats.failed or stats.stop_reason or stats.not_run:
@@ -165,6 +167,16 @@ def cost_line(job: JobState, cost: float | None, live_cost: float | None) -> str
         f"{plural(len(job.batches), 'batch')}, {plural(job.requests, 'answer')}, "
         f"{plural(job.repairs, 'repair turn')}; estimated cost {spent}{live}"
     )
+
+
+def live_line(sent: int, *, finish_live: bool) -> str:
+    """What the summary says of leftovers tagged live rather than in another batch round."""
+    why = (
+        "--finish-live"
+        if finish_live
+        else "the few lines expired batches left (another round may take 24 h)"
+    )
+    return f"{plural(sent, 'abstract')} tagged live, at live prices: {why}"
 
 
 def print_batch_estimate(console: Console, report: DryRunReport, config: RunConfig,

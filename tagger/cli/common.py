@@ -158,6 +158,15 @@ def _named_directory(raw: str | Path) -> Path:
     return Path(raw)
 
 
+def named_file(raw: str | Path) -> Path:
+    """An option's file; an empty name would silently mean the current directory."""
+    if not str(raw).strip():
+        import shlex
+
+        raise typer.BadParameter(f"{shlex.quote(str(raw))} is empty: name a file")
+    return Path(raw)
+
+
 CacheDirOpt = Annotated[
     Path | None,
     typer.Option(

@@ -81,7 +81,9 @@ def run_command(command: RunCommand) -> None:
         except Exception as exc:
             # Rows written before a fatal error are in the summary; the error line follows it.
             if not is_broken_pipe(exc) and sink.stats is not None and sink.stats.items:
-                print_summary(console, sink.stats, None, quiet=command.quiet, say_stop=False)
+                print_summary(
+                    console, sink.stats, None, quiet=command.quiet, say_stop=False, fatal=str(exc)
+                )
             raise
         print_summary(console, stats, destination, quiet=command.quiet)
         if stats.interrupted:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tagger.cli.common import errors, say, stderr_console
+from tagger.cli.common import errors, named_file, say, stderr_console
 from tagger.errors import UsageError
 from tagger.wording import plural
 
@@ -54,17 +54,24 @@ def run_ray(
         raise UsageError("--ray and --batch are two ways to scale: pass one of them")
     _require_ray()
     from tagger.ray.job import RayRun, run_on_ray
+    from tagger.ray.parts import parts_dir
 
     _quiet_ray()
     how = RayRun(ray_address(options.ray_address), actors=options.ray_actors)
     sink = BarProgress(console, scanned.count, show=not command.quiet)
     with sink.shown():
-        stats, merged = run_on_ray(config, scanned, command.output, sink, prices, how)
-    if merged.skipped_lines:
-        where = ", ".join(merged.skipped_where)
+        result = run_on_ray(config, scanned, command.output, sink, prices, how)
+    stats, merged = result.stats, result.merged
+    skipped = result.earlier.skipped + merged.skipped_lines
+    if skipped:
+        where = ", ".join((result.earlier.skipped_where + merged.skipped_where)[:5])
+        say(console, f"Warning: skipped {plural(skipped, 'unreadable part line')}: {where}")
+    if merged.other_run_rows:
         say(
             console,
-            f"Warning: skipped {plural(merged.skipped_lines, 'unreadable part line')}: {where}",
+            f"Note: left out {plural(merged.other_run_rows, 'row')} of other runs in "
+            f"{parts_dir(command.output)} (another model, prompt, setting or input): "
+            "their answers come from the cache where it has them",
         )
     print_summary(console, stats, command.output, quiet=command.quiet)
     if merged.missing:
@@ -92,27 +99,51 @@ def merge(
         typer.Argument(help="Part files, or directories of them (OUT.parts/).", metavar="PARTS"),
     ],
     output: Annotated[
-        Path, typer.Option("-o", "--output", help="The run file to write.", metavar="FILE")
+        Path,
+        typer.Option(
+            "-o", "--output", help="The run file to write.", metavar="FILE", parser=named_file
+        ),
     ],
+    run: Annotated[
+        str | None,
+        typer.Option(
+            "--run", help="Merge the parts of this run (its id, or the start of it).", metavar="ID"
+        ),
+    ] = None,
+    any_run: Annotated[
+        bool,
+        typer.Option(
+            "--any-run", help="Merge the rows of every run the parts hold (counted as such)."
+        ),
+    ] = False,
 ) -> None:
-    """Merge the parts of a `tagger run --ray` into one run file and manifest, in input order."""
+    """Merge the parts of a `tagger run --ray` into one run file and manifest, in input order.
+
+    Only the rows of one run are merged: parts of several runs (another model, prompt,
+    setting or input) need --run or --any-run.
+    """
     from tagger.ray.merge import merge_parts
-    from tagger.ray.parts import find_parts
 
     console = stderr_console()
     with errors(None):
-        found = find_parts(parts)
-        if not found:
-            raise UsageError("no part files found: name OUT.parts/ or part-*.jsonl files")
-        stats = merge_parts(found, output)
+        stats = merge_parts(parts, output, run=run, any_run=any_run)
         if stats.skipped_lines:
             where = ", ".join(stats.skipped_where)
             say(
                 console,
                 f"Warning: skipped {plural(stats.skipped_lines, 'unreadable line')}: {where}",
             )
+        notes = []
+        if stats.other_run_rows:
+            verb = "merged" if any_run else "left out"
+            notes.append(f"{verb} {plural(stats.other_run_rows, 'row')} of other runs")
+        if stats.out_of_range:
+            notes.append(
+                f"left out {plural(stats.out_of_range, 'row')} for positions the input does "
+                "not have"
+            )
         say(
             console,
-            f"wrote {output}: {plural(stats.items, 'row')}, {stats.ok} ok, "
-            f"from {plural(len(found), 'part')}",
+            f"wrote {output}: {plural(stats.items, 'row')}, {stats.ok} ok"
+            + (f" ({'; '.join(notes)})" if notes else ""),
         )

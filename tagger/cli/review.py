@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tagger.cli.common import PromptsDirOpt, errors, print_err
+from tagger.cli.common import PromptsDirOpt, errors, named_file, print_err
 from tagger.cli.runfiles import (
     GoldOpt,
     JsonOpt,
@@ -29,7 +29,14 @@ if TYPE_CHECKING:
 def export(
     run_file: RunArg,
     output: Annotated[
-        Path, typer.Option("-o", "--output", help="review.csv or review.xlsx (format from suffix).")
+        Path,
+        typer.Option(
+            "-o",
+            "--output",
+            help="review.csv or review.xlsx (format from suffix).",
+            metavar="FILE",
+            parser=named_file,
+        ),
     ],
     bom: Annotated[
         bool, typer.Option("--bom/--no-bom", help="Start the CSV with a UTF-8 BOM (for Excel).")
@@ -66,7 +73,12 @@ def export(
 
 def gold_import(
     sheet: Annotated[Path, typer.Argument(help="The reviewed review.csv or review.xlsx.")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Gold set to write (JSONL).")],
+    output: Annotated[
+        Path,
+        typer.Option(
+            "-o", "--output", help="Gold set to write (JSONL).", metavar="FILE", parser=named_file
+        ),
+    ],
     all_rows: Annotated[
         bool, typer.Option("--all", help="Take every row, not only those marked reviewed.")
     ] = False,
@@ -111,7 +123,14 @@ def eval_command(
     run_file: RunArg,
     gold: Annotated[Path, typer.Option("--gold", help="Gold set (JSONL).")],
     output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="Also write the report to .xlsx.")
+        Path | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="Also write the report to .xlsx.",
+            metavar="FILE",
+            parser=named_file,
+        ),
     ] = None,
     as_json: JsonOpt = False,
     synonyms_version: SynonymsOpt = None,
@@ -145,7 +164,14 @@ def compare(
     b_file: Annotated[Path, typer.Argument(help="Run B (JSONL), e.g. prompt v2.")],
     gold: GoldOpt = None,
     output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="Write the row diff to .csv or .xlsx.")
+        Path | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="Write the row diff to .csv or .xlsx.",
+            metavar="FILE",
+            parser=named_file,
+        ),
     ] = None,
     limit: Annotated[int, typer.Option(help="Changed rows to print.", min=0)] = 20,
     as_json: JsonOpt = False,

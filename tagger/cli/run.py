@@ -22,6 +22,7 @@ from tagger.cli.common import (
     PathsArg,
     PromptsDirOpt,
     TierName,
+    named_file,
 )
 
 
@@ -29,7 +30,13 @@ def run(
     paths: PathsArg,
     output: Annotated[
         Path,
-        typer.Option("-o", "--output", help="JSONL output file ('-': stdout).", metavar="FILE"),
+        typer.Option(
+            "-o",
+            "--output",
+            help="JSONL output file ('-': stdout).",
+            metavar="FILE",
+            parser=named_file,
+        ),
     ] = Path("tagged.jsonl"),
     model: Annotated[
         str,

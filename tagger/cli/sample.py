@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from tagger import defaults
-from tagger.cli.common import errors, print_err
+from tagger.cli.common import errors, named_file, print_err
 from tagger.cli.runfiles import RunArg, read_runs
 
 
@@ -20,7 +20,14 @@ def design_path(sheet: Path) -> Path:
 def sample(
     run_file: RunArg,
     output: Annotated[
-        Path, typer.Option("-o", "--output", help="review.csv or review.xlsx (format from suffix).")
+        Path,
+        typer.Option(
+            "-o",
+            "--output",
+            help="review.csv or review.xlsx (format from suffix).",
+            metavar="FILE",
+            parser=named_file,
+        ),
     ],
     n: Annotated[int, typer.Option("-n", help="Rows to draw.", min=1)] = defaults.SAMPLE_SIZE,
     seed: Annotated[int, typer.Option(help="Random seed: the same seed draws the same rows.")] = (

@@ -42,20 +42,27 @@ def print_summary(
     *,
     quiet: bool = False,
     say_stop: bool = True,
+    fatal: str | None = None,
 ) -> None:
-    """The end-of-run table, where the output went, and (say_stop) why the run stopped."""
+    """The end-of-run table, where the output went, and (say_stop) why the run stopped.
+
+    `fatal` is the error that ended the run, said once after this summary: not repeated here.
+    """
     from tagger.pipeline.job import summarise
 
     if not quiet:
         table = Table(title="tagger run", show_header=False)
         for label, value in summarise(stats):
+            if label == "stopped" and fatal is not None and _same(value, fatal):
+                value = "by the error below"
             table.add_row(label, cell(value))
         console.print(table)
         if output is not None and not stats.kept_output:  # else a warning said why not
             say(console, f"wrote {output}")
-    if stats.failed and stats.top_errors:
+    errors = [e for e in stats.top_errors if fatal is None or not _same(str(e["reason"]), fatal)]
+    if stats.failed and errors:
         say(console, f"commonest errors of the {stats.failed} failed abstracts:")
-        for entry in stats.top_errors:
+        for entry in errors:
             say(console, f"  {entry['count']} x {entry['reason']}")
     if stats.confidence_note and not quiet:
         say(console, f"note: {stats.confidence_note}")
@@ -64,6 +71,13 @@ def print_summary(
         say(console, f"Stopped: {stats.stop_reason}; {advice}")
     elif quiet and stats.failed and say_stop:
         say(console, f"Error: {stats.failed} of {stats.items} abstracts failed (see 'error')")
+
+
+def _same(reason: str, fatal: str) -> bool:
+    """Whether a row's reason (maybe "failed: …", maybe clipped with "…") is the fatal error."""
+    said = " ".join(reason.removeprefix("failed: ").split())
+    whole = " ".join(fatal.split())
+    return said == whole or (said.endswith("…") and whole.startswith(said[:-1]))
 
 
 def print_dry_run(console: Console, report: DryRunReport) -> None:

@@ -15,11 +15,16 @@ from tagger.errors import InputError
 from tagger.files.csvrows import csv_rows
 from tagger.files.ownfiles import own_file_kind
 from tagger.files.textlines import os_reason, parse_json, read_lines
+from tagger.spaces import squeeze_spaces
+from tagger.wording import plural
 
 SUPPORTED_SUFFIXES = (".txt", ".jsonl", ".csv", ".json")
 _USE = "use .txt, .jsonl, .csv or .json"
 _ONE_OBJECT = 'write one {"abstract": "..."} object per line'
 _MAX_HEADER_CHARS = 200
+_WROTE = "tagger wrote"
+_NOT_READ = "not a file tagger reads"
+_KINDS_SAID = 6
 # A .json input is read whole (an array cannot be streamed): larger ones belong in .jsonl.
 MAX_JSON_BYTES = 512 * 1024 * 1024
 log = logging.getLogger(__name__)
@@ -57,15 +62,18 @@ class InputScan:
     # Files of the folders given that were not read: (path, why), tagger's own or unreadable.
     skipped: list[tuple[Path, str]] = field(default_factory=list)
     given: tuple[Abstract, ...] | None = None  # abstracts passed in memory (the Python API)
+    # The abstracts as the check read them, when they were few enough to keep (else None).
+    kept: tuple[Abstract, ...] | None = None
 
     def abstracts(self) -> Iterator[Abstract]:
-        """The abstracts in run order: read again from the files, or the ones given."""
-        return iter(self.given) if self.given is not None else iter_abstracts(self.files)
+        """The abstracts in run order: the ones given or kept, or read again from the files."""
+        ready = self.given if self.given is not None else self.kept
+        return iter(ready) if ready is not None else iter_abstracts(self.files)
 
 
 def text_id(text: str) -> str:
     """Return a stable 24-hex-char id for text, ignoring whitespace differences."""
-    return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()[:ID_HEX_DIGITS]
+    return hashlib.sha256(squeeze_spaces(text).encode("utf-8")).hexdigest()[:ID_HEX_DIGITS]
 
 
 def parse_header(line: str) -> tuple[str | None, int | None]:
@@ -112,27 +120,66 @@ def _expand(path: Path, skipped: list[tuple[Path, str]]) -> list[Path]:
         except OSError as exc:
             raise InputError(path, None, f"cannot list directory: {os_reason(exc)}") from exc
         files: list[Path] = []
+        here: list[tuple[Path, str]] = []
         # Hidden files are editor/OS droppings (.DS_Store, .~lock.x.csv#), never inputs.
         for entry in (p for p in entries if not p.name.startswith(".") and p.is_file()):
             own = own_file_kind(entry)
             if own is not None:  # its rows came from abstracts: they would be counted twice
-                skipped.append((entry, f"{own} tagger wrote"))
+                here.append((entry, f"{own} {_WROTE}"))
             elif entry.suffix.lower() in SUPPORTED_SUFFIXES:
                 files.append(entry)
             else:
-                skipped.append((entry, f"{entry.suffix or 'no suffix'}: not a file tagger reads"))
+                here.append((entry, f"{_kind(entry)}: {_NOT_READ}"))
+        skipped += here
         if not files:
-            mine = sum(1 for entry, why in skipped if entry.parent == path and "tagger" in why)
-            own = f" ({mine} file(s) here are tagger's own outputs)" if mine else ""
-            raise InputError(
-                path, None, f"no .txt, .jsonl, .csv or .json files in this directory{own}: {_USE}"
-            )
+            raise InputError(path, None, _nothing_to_read(here, entries))
         return files
     if not path.is_file():
         raise InputError(path, None, f"not a regular file or directory: {_USE}")
     if path.suffix.lower() not in SUPPORTED_SUFFIXES:
         raise InputError(path, None, f"unsupported file type '{path.suffix or '(none)'}': {_USE}")
     return [path]
+
+
+def _kind(path: Path) -> str:
+    """A file's kind as a reader sees it: its suffix, lower-cased, or 'no suffix'."""
+    return path.suffix.lower() or "no suffix"
+
+
+def skipped_kinds(skipped: Sequence[tuple[Path, str]]) -> str:
+    """'3 .pdf, 1 .docx, 2 run outputs tagger wrote': what was skipped, by kind, most first."""
+    counts: dict[tuple[bool, str], int] = {}
+    for path, why in skipped:
+        own = why.endswith(_WROTE)
+        kind = (own, why.removesuffix(_WROTE).strip() if own else _kind(path))
+        counts[kind] = counts.get(kind, 0) + 1
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    said = [
+        f"{plural(count, kind)} {_WROTE}" if own else f"{count} {kind}"
+        for (own, kind), count in ranked[:_KINDS_SAID]
+    ]
+    if len(ranked) > _KINDS_SAID:  # a folder of a thousand suffixes: one line all the same
+        rest = sum(count for _, count in ranked[_KINDS_SAID:])
+        said.append(f"{plural(rest, 'file')} of {len(ranked) - _KINDS_SAID} other kinds")
+    return ", ".join(said)
+
+
+def _nothing_to_read(skipped: list[tuple[Path, str]], entries: list[Path]) -> str:
+    """Why a folder gives no input: what is in it instead, and what tagger reads."""
+    folders = sum(1 for entry in entries if not entry.name.startswith(".") and entry.is_dir())
+    found = [f"skipped {plural(len(skipped), 'file')}: {skipped_kinds(skipped)}"] if skipped else []
+    if folders:
+        found.append(f"{plural(folders, 'subfolder')} not searched: name each one")
+    what = f" ({'; '.join(found)})" if found else " (it is empty)"
+    extract = (
+        "; extract the abstracts to one of these first"
+        if any(not why.endswith(_WROTE) for _, why in skipped)
+        else ""
+    )
+    return (
+        f"no .txt, .jsonl, .csv or .json files in this directory{what}: tagger reads abstracts "
+        f"from .txt (one per line), .jsonl, .csv or .json files{extract}"
+    )
 
 
 def scan(paths: Sequence[Path | str]) -> InputScan:
@@ -143,18 +190,47 @@ def scan(paths: Sequence[Path | str]) -> InputScan:
     files, skipped = discover_files(paths)
     _say_skipped(skipped)
     per_file = {str(path): 0 for path in files}
-    count, unique = _check(iter_abstracts(files), per_file)
-    return InputScan(files=files, count=count, unique=unique, per_file=per_file, skipped=skipped)
+    keeper = _Keeper()
+    count, unique = _check(keeper.keep(iter_abstracts(files)), per_file)
+    return InputScan(files, count, unique, per_file, skipped, kept=keeper.kept())
+
+
+class _Keeper:
+    """Keeps the abstracts the check reads, up to a bound, so that the run reads them once.
+
+    Reading and parsing the files again cost a cached rerun of 10,000 abstracts a quarter of
+    its time; past the bound (a large run) they are streamed again, to keep memory flat.
+    """
+
+    MAX_ABSTRACTS = 25_000
+    MAX_CHARS = 25_000_000  # of abstracts and titles: ~40 MB kept at most (ASCII text)
+
+    def __init__(self) -> None:
+        self._kept: list[Abstract] | None = []
+        self._chars = 0
+
+    def keep(self, abstracts: Iterable[Abstract]) -> Iterator[Abstract]:
+        """Pass the abstracts on, keeping each while the bounds allow."""
+        for item in abstracts:
+            if self._kept is not None:
+                self._chars += len(item.text) + len(item.title or "")
+                if len(self._kept) < self.MAX_ABSTRACTS and self._chars <= self.MAX_CHARS:
+                    self._kept.append(item)
+                else:
+                    self._kept = None  # too many to keep: let them go at once
+            yield item
+
+    def kept(self) -> tuple[Abstract, ...] | None:
+        """Every abstract read, or None when they were too many to keep."""
+        return tuple(self._kept) if self._kept is not None else None
 
 
 def _say_skipped(skipped: list[tuple[Path, str]]) -> None:
     if not skipped:
         return
-    own = [path for path, why in skipped if why.endswith("tagger wrote")]
-    others = sorted({p.suffix.lower() or "no suffix" for p, _ in skipped if p not in own})
-    parts = (
-        [f"{len(own)} file(s) tagger wrote (outputs, exports, samples, gold sets)"] if own else []
-    )
+    own = [path for path, why in skipped if why.endswith(_WROTE)]
+    others = sorted({_kind(p) for p, why in skipped if not why.endswith(_WROTE)})
+    parts = [f"{len(own)} file(s) {_WROTE} (outputs, exports, samples, gold sets)"] if own else []
     if others:
         parts.append(f"{len(skipped) - len(own)} file(s) tagger cannot read ({', '.join(others)})")
     log.warning(
@@ -184,7 +260,7 @@ def _check(abstracts: Iterable[Abstract], per_file: dict[str, int]) -> tuple[int
     questions: set[bytes] = set()
     count = 0
     for item in abstracts:
-        text = " ".join(item.text.split())
+        text = squeeze_spaces(item.text)
         digest = hashlib.sha256(text.encode("utf-8")).digest()
         titled = f"{item.title}\x1f{text}" if item.title else None
         questions.add(hashlib.sha256(titled.encode("utf-8")).digest() if titled else digest)
@@ -353,7 +429,9 @@ def _record(
     text = _optional(path, line, "abstract", known["abstract"])
     if text is None:
         raise InputError(path, line, f"empty abstract: fill in the 'abstract' {kind} or remove it")
-    ident, title, venue, year = (_optional(path, line, k, known.get(k)) for k in _KNOWN[1:])
+    ident, title, venue, year = (
+        _optional(path, line, name, known[name]) if name in known else None for name in _KNOWN[1:]
+    )
     if year is not None and not (year.isdecimal() and len(year) <= _MAX_YEAR_DIGITS):
         shown = repr(year) if len(year) <= _MAX_YEAR_DIGITS * 4 else f"{len(year):,} characters"
         raise InputError(path, line, f"'year' must be a whole number like 2025, got {shown}")
@@ -365,6 +443,8 @@ def _record(
 
 def _optional(path: Path, line: int, name: str, value: Any) -> str | None:
     """Return an optional field as stripped text, None if blank, checking its type."""
+    if isinstance(value, str):  # the common case first: this runs for every field of a line
+        return value.strip() or None
     ints_ok = name in ("id", "year")
     if ints_ok and isinstance(value, int) and not isinstance(value, bool):
         value = str(value)

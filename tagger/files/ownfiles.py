@@ -20,7 +20,7 @@ from typing import Any
 
 from tagger import jsondata
 
-__all__ = ["XLSX_CREATOR", "own_file_kind"]
+__all__ = ["XLSX_CREATOR", "first_row", "own_file_kind"]
 
 XLSX_CREATOR = "tagger"
 _HEAD_BYTES = 1 << 20  # a first row longer than this is no file tagger wrote
@@ -74,6 +74,14 @@ def _jsonl_kind(path: Path) -> str | None:
     if row.keys() >= _GOLD_ROW:
         return "gold set"
     return None
+
+
+def first_row(path: Path) -> dict[str, Any]:
+    """A JSONL file's first row if it is an object, else {} (unreadable too)."""
+    try:
+        return _first_object(_head(path))
+    except OSError:
+        return {}
 
 
 def _first_object(line: str) -> dict[str, Any]:

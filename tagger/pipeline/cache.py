@@ -6,6 +6,7 @@ import hashlib
 import json
 import re
 import sqlite3
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from tagger.errors import CacheError, CacheWriteError
 from tagger.jsondata import parse_server_json
 from tagger.pipeline.outcome import Outcome
 from tagger.sending.confidence import AreaConfidence
+from tagger.spaces import squeeze_spaces
 from tagger.usage import Usage
 
 _MODE_RAW = 1  # diskcache's storage mode for str/bytes/int values kept in SQLite as-is
@@ -24,6 +26,16 @@ _MODE_RAW = 1  # diskcache's storage mode for str/bytes/int values kept in SQLit
 # a PRAGMA (e.g. `temp_store_directory`), so it is ignored.
 _KNOWN_SETTINGS = frozenset(diskcache.DEFAULT_SETTINGS) | frozenset(diskcache.core.METADATA)
 _PRAGMA_VALUE = re.compile(r"-?\d+|[A-Za-z]+")
+# Keys per query of a bulk read: under the 999 host parameters of SQLite's older builds.
+BULK_KEYS = 256
+# An entry is an answer of a few hundred characters (30 words, 6 tags) and its counts: a longer
+# one was planted. It is a miss, and a bulk read never brings it into memory.
+MAX_ENTRY_CHARS = 1_000_000
+# Diskcache's own query in Cache.get (its fast path: no statistics, no eviction), for many keys.
+_SELECT_MANY = (
+    "SELECT key, mode, filename, CASE WHEN length(value) <= ? THEN value END FROM Cache"
+    " WHERE raw = 1 AND key IN ({marks}) AND (expire_time IS NULL OR expire_time > ?)"
+)
 
 
 class JsonOnlyDisk(diskcache.Disk):  # type: ignore[misc]
@@ -73,6 +85,18 @@ class _GuardedCache(diskcache.Cache):  # type: ignore[misc]
             return value
         return super().reset(key, value, update)
 
+    def get_many(self, keys: Sequence[str]) -> list[tuple[str, Any]]:
+        """(key, value) of the str keys present, in one query: what get() reads for each."""
+        query = _SELECT_MANY.format(marks=",".join("?" * len(keys)))
+        found: list[tuple[str, Any]] = []
+        found_rows = self._sql(query, (MAX_ENTRY_CHARS, *keys, time.time())).fetchall()
+        for key, mode, filename, value in found_rows:
+            try:
+                found.append((key, self._disk.fetch(mode, filename, value, False)))
+            except (ValueError, OSError):  # get() too counts an entry it refuses as a miss
+                continue
+        return found
+
 
 def canonical_json(value: Any) -> str:
     """JSON with sorted keys and no spaces: equal values give equal text."""
@@ -82,7 +106,7 @@ def canonical_json(value: Any) -> str:
 def cache_key(run_part: str, text: str, title: str | None) -> str:
     """sha256 over the run's canonical settings, the title and the whitespace-normalised text."""
     # The run part is serialised once per run: this is on the per-abstract hot path.
-    payload = "\x1f".join((run_part, title or "", " ".join(text.split())))
+    payload = "\x1f".join((run_part, title or "", squeeze_spaces(text)))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -156,8 +180,11 @@ class AnswerCache:
 
     @classmethod
     def open_existing(cls, directory: Path | str) -> AnswerCache | None:
-        """The cache if its directory exists, else None (a look must not create one)."""
-        if str(directory).strip() and not Path(directory).exists():
+        """The cache if its database exists, else None (a look must not create one)."""
+        path = Path(directory)
+        if str(directory).strip() and (
+            not path.exists() or (path.is_dir() and not (path / diskcache.core.DBNAME).exists())
+        ):
             return None
         return cls(directory)
 
@@ -169,13 +196,19 @@ class AnswerCache:
             return None
         except _FAILURES as exc:
             raise CacheError(f"cannot read the cache in {self.directory}: {_reason(exc)}") from exc
-        if not isinstance(raw, str):
-            return None
+        return _entry(raw)
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The cached entries of many keys (misses left out), BULK_KEYS keys a query."""
+        found: dict[str, dict[str, Any]] = {}
         try:
-            value = parse_server_json(raw)  # a planted entry: bounded, junk numbers as null
-        except ValueError:
-            return None
-        return value if isinstance(value, dict) else None
+            for start in range(0, len(keys), BULK_KEYS):
+                for key, raw in self._cache.get_many(keys[start : start + BULK_KEYS]):
+                    if (entry := _entry(raw)) is not None:
+                        found[key] = entry
+        except _FAILURES as exc:
+            raise CacheError(f"cannot read the cache in {self.directory}: {_reason(exc)}") from exc
+        return found
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         """Commit one entry (SQLite commits before this returns); CacheWriteError if it cannot."""
@@ -218,6 +251,17 @@ class AnswerCache:
     def close(self) -> None:
         """Close the SQLite connection."""
         self._cache.close()
+
+
+def _entry(raw: Any) -> dict[str, Any] | None:
+    """A stored text as an entry; None for anything else (a planted or damaged entry)."""
+    if not isinstance(raw, str) or len(raw) > MAX_ENTRY_CHARS:
+        return None
+    try:
+        value = parse_server_json(raw)  # a planted entry: bounded, junk numbers as null
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def cache_stats(directory: Path | str) -> dict[str, Any]:

@@ -255,6 +255,7 @@ def _stats_fields(stats: RunStats) -> dict[str, Any]:
     fields["duration"] = round(stats.duration, 3)
     fields["estimated_cost_usd"] = fields.pop("cost")
     del fields["kept_output"]  # a manifest is written only beside rows that became the output
+    del fields["model_listings"]  # the manifest's `requests` are what was billed
     return fields
 
 
@@ -269,7 +270,7 @@ def summarise(stats: RunStats) -> Sequence[tuple[str, str]]:
         ("failed", str(stats.failed)),
         ("not run", str(stats.not_run)),
         ("cached", str(stats.cached)),
-        ("requests", str(stats.requests)),
+        ("requests", _requests(stats)),
         ("retries", str(stats.retries)),
         ("repairs", str(stats.repairs)),
         ("tokens", describe_tokens(stats.usage)),
@@ -284,6 +285,13 @@ def summarise(stats: RunStats) -> Sequence[tuple[str, str]]:
     if stats.stop_reason:
         rows.append(("stopped", stats.stop_reason))
     return rows
+
+
+def _requests(stats: RunStats) -> str:
+    """'3', or '0 chat, 1 GET /models' when the model list was asked for (a refused key)."""
+    if not stats.model_listings or stats.requests:
+        return str(stats.requests)
+    return f"0 chat, {stats.model_listings} GET /models"
 
 
 def describe_tokens(usage: Usage) -> str:

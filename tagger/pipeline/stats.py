@@ -18,7 +18,8 @@ class RunStats:
     failed: int = 0
     not_run: int = 0  # rows written without an answer because the run stopped (not failures)
     cached: int = 0
-    requests: int = 0
+    requests: int = 0  # chat completions sent (the ones billed)
+    model_listings: int = 0  # GET /models sent before them (the summary counts it beside)
     retries: int = 0
     repairs: int = 0
     usage: Usage = NO_USAGE  # in the manifest as prompt_tokens, completion_tokens, ...

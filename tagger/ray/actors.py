@@ -4,16 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import uuid
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from tagger.pricing import PriceTable
-from tagger.ray.limiter import ClusterLimiter, ClusterState, Grant, LimiterStats, Report
+from tagger.ray.limiter import (
+    ClusterLimiter,
+    ClusterState,
+    Grant,
+    LimiterStats,
+    Report,
+    WorkerCounters,
+)
 from tagger.sending.gate import SpendGuard
 
 NAMESPACE = "tagger"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -89,6 +98,10 @@ class AsyncLimiter:
         """The cluster's sending so far."""
         return self._limiter.stats()
 
+    async def count(self, worker: str, counters: WorkerCounters) -> None:
+        """A worker's own counts so far."""
+        self._limiter.count(worker, counters)
+
     async def endpoint(self, count: int) -> int:
         """The next of `count` endpoints, round robin: spreads workers over a fleet."""
         return next(self._endpoints) % max(1, count)
@@ -126,9 +139,20 @@ class RayLink:
         state: ClusterState = await self._handle.watch.remote(version)
         return state
 
+    async def count(self, worker: str, counters: WorkerCounters) -> None:
+        """This worker's own counts so far (lost with a lost limiter: its stop says so)."""
+        try:
+            await self._handle.count.remote(worker, counters)
+        except Exception:
+            log.debug("the limiter did not take a worker's counts", exc_info=True)
+
     async def endpoint(self, count: int) -> int:
-        """The endpoint this worker sends to."""
-        index: int = await self._handle.endpoint.remote(count)
+        """The endpoint this worker sends to (the first, if the limiter cannot say)."""
+        try:
+            index: int = await self._handle.endpoint.remote(count)
+        except Exception:
+            log.debug("the limiter did not name an endpoint", exc_info=True)
+            return 0
         return index
 
 

@@ -15,6 +15,7 @@ from tagger.pipeline.job import require_key
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.ray.actors import Limits, start_limiter
+from tagger.ray.cluster import READ_CPUS
 from tagger.ray.records import abstract_record
 from tagger.ray.stage import StageSettings, TagStage
 
@@ -44,10 +45,11 @@ def tag_dataset(
         those endpoints (a vLLM fleet). `rpm`, `tpm`, `max_cost` and `max_requests` hold
         for all actors together; `concurrency` is the requests in flight per actor.
     actors: tagging actors (each one event loop with `concurrency` requests in flight);
-    skip: rows already written, as "key:index" (tagger.ray.parts.done_rows).
+    skip: rows already written, as skip tokens (tagger.ray.parts.done_rows).
 
-    The output has the columns of `tagger.Row` plus `key` (id, prompt hash, model and
-    taxonomy: what a rerun skips by) and `row` (the row as JSON, as `tagger run` writes it).
+    The output has the columns of `tagger.Row` plus `key` (the answer-cache key: text,
+    title, model, base URL, prompt, schema, taxonomy, synonyms, params and effort) and
+    `row` (the row as JSON, as `tagger run` writes it).
     A record that cannot be tagged is a row with status "error": no record fails the job.
     Raises a `tagger.errors` exception for a configuration error, before any actor starts.
     """
@@ -104,13 +106,15 @@ def tag_dataset_with(
     base_urls: Iterable[str] = (),
     skip: Iterable[str] = (),
     limiter: Any = None,
+    mark_skipped: bool = False,
 ) -> Any:
     """The Dataset of output rows for `ds`'s records, under one run configuration.
 
     `limiter` is a handle from tagger.ray.actors.start_limiter (one is started if None):
     every actor takes its permits there, so the limits hold for all of them together.
-    `skip` names rows already written ("key:index", tagger.ray.parts.done_rows): they are
-    left out of the output, and nothing is asked for them.
+    `skip` names rows already written (skip tokens, tagger.ray.parts.done_rows): they are
+    left out of the output (with `mark_skipped`, a record of status "skipped" each), and
+    nothing is asked for them.
     """
     import ray
 
@@ -122,7 +126,12 @@ def tag_dataset_with(
     settings = StageSettings.from_plan(plan, tuple(base_urls))
     return ds.map_batches(
         TagStage,
-        fn_constructor_kwargs={"settings": settings, "limiter": limiter, "skip": frozenset(skip)},
+        fn_constructor_kwargs={
+            "settings": settings,
+            "limiter": limiter,
+            "skip": frozenset(skip),
+            "mark_skipped": mark_skipped,
+        },
         batch_size=batch_size,
         batch_format="pyarrow",
         compute=ray.data.ActorPoolStrategy(size=actors),
@@ -146,7 +155,7 @@ def read_abstracts(files: list[Path], per_file: Mapping[str, int], blocks: int) 
         # rows name the path as given, like a local run's.
         offsets.append({"path": str(path.resolve()), "source": str(path), "offset": offset})
         offset += per_file.get(str(path), 0)
-    ds = ray.data.from_items(offsets).flat_map(_file_records)
+    ds = ray.data.from_items(offsets).flat_map(_file_records, num_cpus=READ_CPUS)
     return ds.repartition(max(1, blocks))
 
 

@@ -16,7 +16,7 @@ from collections.abc import Awaitable
 from typing import Protocol
 
 from tagger.errors import BudgetExceeded, SendingStopped
-from tagger.ray.limiter import ClusterState, Grant, Report
+from tagger.ray.limiter import LIMITER_LOST, ClusterState, Grant, Report
 from tagger.sending.gate import SendGate
 from tagger.sending.pacing import MAX_LAG_SECONDS, wait_until
 from tagger.usage import Usage
@@ -139,7 +139,10 @@ class ClusterGate(SendGate):
             self._return_until(float("inf"))
         report, self._pending = self._pending, Report()
         if not report.empty:
-            await self._link.report(report)
+            try:
+                await self._link.report(report)
+            except Exception as exc:  # a lost limiter: its counts are gone with it
+                self._stop_here(f"{LIMITER_LOST} ({type(exc).__name__})")
 
     def _refill_soon(self, tokens: int) -> None:
         if self._refill is None or self._refill.done():
@@ -150,7 +153,7 @@ class ClusterGate(SendGate):
         try:
             grant = await self._link.grant(self._want, tokens, report)
         except Exception as exc:  # the limiter actor is gone: pacing cannot be kept
-            self._stop_here(f"the cluster's rate limiter is unreachable ({type(exc).__name__})")
+            self._stop_here(f"{LIMITER_LOST} ({type(exc).__name__})")
             return
         offset = time.monotonic() - time.time()  # the cluster's clock to this process's
         self._paced = grant.paced
@@ -194,7 +197,7 @@ class ClusterGate(SendGate):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                self._stop_here(f"the cluster's rate limiter is unreachable ({type(exc).__name__})")
+                self._stop_here(f"{LIMITER_LOST} ({type(exc).__name__})")
                 return
             self._apply(state)
 

@@ -2,33 +2,49 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tagger import __version__
 from tagger.config import RunConfig
 from tagger.files.abstracts import InputScan
+from tagger.pipeline.job import build_manifest
 from tagger.pipeline.outcome import Status
-from tagger.pipeline.progress import LiveCounts, ProgressSink
+from tagger.pipeline.progress import LiveCounts, ProgressSink, stop_advice
+from tagger.pipeline.request import request_rules
 from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.ray.actors import limiter_stats, start_limiter
+from tagger.ray.cluster import actor_cpus, connect, job_failure
 from tagger.ray.dataset import (
+    DEFAULT_ACTOR_CPUS,
     DEFAULT_ACTORS,
     DEFAULT_BATCH_SIZE,
     limits_of,
     read_abstracts,
     tag_dataset_with,
 )
-from tagger.ray.merge import MergeStats, merge_parts
-from tagger.ray.parts import PartWriter, done_rows, find_parts, parts_dir
+from tagger.ray.limiter import LIMITER_LOST, LimiterStats
+from tagger.ray.merge import MergeStats, choose_of_run, merge_fields, write_merged
+from tagger.ray.parts import (
+    Part,
+    PartHeader,
+    PartsRead,
+    PartWriter,
+    done_rows,
+    find_parts,
+    next_seq,
+    own_parts_dir,
+)
+from tagger.ray.records import SKIPPED, run_identity
 from tagger.redact import public_url
+from tagger.usage import NO_USAGE
 
 # Blocks are the unit Ray hands to an actor and returns whole: small ones keep every actor busy
 # and the driver's progress moving, and a lost worker re-does little.
@@ -45,17 +61,14 @@ class RayRun:
     base_urls: tuple[str, ...] = ()
 
 
-def connect(address: str | None) -> None:
-    """Join the Ray cluster at `address`, or start a local one (once per process)."""
-    import ray
+@dataclass
+class RayResult:
+    """What a `--ray` run did: its stats, the merge's counts, and the earlier parts it saw."""
 
-    if not ray.is_initialized():
-        ray.init(
-            address=address,
-            log_to_driver=False,
-            include_dashboard=False,
-            logging_level=logging.ERROR,  # its info lines would break tagger's progress bar
-        )
+    stats: RunStats
+    merged: MergeStats
+    run: str  # the run's identity, as its parts say
+    earlier: PartsRead  # what reading the earlier parts skipped (links, cut lines)
 
 
 def run_on_ray(
@@ -65,67 +78,121 @@ def run_on_ray(
     progress: ProgressSink,
     prices: PriceTable,
     how: RayRun,
-) -> tuple[RunStats, MergeStats]:
-    """Tag the scanned inputs on Ray into parts beside OUT, skipping rows earlier parts hold,
-    then merge every part into OUT; the run's stats."""
-    connect(how.address)
+) -> RayResult:
+    """Tag the scanned inputs on Ray into a new part beside OUT, skipping the rows this run's
+    earlier parts hold ok under the same cache key, then merge this run's rows into OUT."""
+    started_at = dt.datetime.now(dt.UTC)
     started = time.monotonic()
     plan = RunPlan.load(config)
-    directory = parts_dir(output)
-    done = done_rows(find_parts([directory])) if directory.is_dir() else frozenset()
+    directory = own_parts_dir(output)  # before Ray starts: a planted link stops us at once
+    connect(how.address)
+    earlier = PartsRead()
+    found = find_parts([directory], earlier)
+    run = run_identity(plan, scan.files, scan.count)
+    # --refresh asks again for every abstract, as locally: no earlier row is kept.
+    done = frozenset() if config.refresh else frozenset(done_rows(found, run, scan.count))
     limiter = start_limiter(limits_of(config, prices))
     blocks = max(how.actors, min(math.ceil(scan.count / how.batch_size), 64 * how.actors))
-    records = read_abstracts(scan.files, scan.per_file, blocks)
     tagged = tag_dataset_with(
-        records,
+        read_abstracts(scan.files, scan.per_file, blocks),
         config,
         prices=prices,
         actors=how.actors,
         batch_size=how.batch_size,
+        actor_cpus=actor_cpus(how.actors, DEFAULT_ACTOR_CPUS),
         base_urls=how.base_urls,
         skip=done,
         limiter=limiter,
+        mark_skipped=True,
     )
-    progress.started(lambda: LiveCounts(0, 0, 0.0))
-    for _ in range(len(done)):
-        progress.answered(Status.OK)
-    writer = PartWriter(directory)
+    progress.started(_Live(limiter))
+    kept: dict[int, str] = {}  # position -> the skip token of the earlier row kept there
+    writer = PartWriter(directory, PartHeader(run, next_seq(found), scan.count))
     try:
-        for table in tagged.iter_batches(batch_size=None, batch_format="pyarrow"):
-            rows = [
-                {"key": record["key"], "row": json.loads(record["row"])}
-                for record in table.select(["key", "row"]).to_pylist()
-            ]
-            writer.write(rows)
-            for row in rows:
-                progress.answered(_status(row["row"]))
+        _drain(tagged, writer, kept, _Counter(progress, scan.count))
+    except Exception as exc:
+        raise job_failure(exc) from None
     finally:
         writer.close()
-    sent = limiter_stats(limiter)
-    merged = merge_parts(
-        find_parts([directory]),
+    sent = _sent(limiter)
+    parts = find_parts([directory])
+    chosen = choose_of_run(parts, run, count=scan.count, written=writer.path, kept=kept)
+    stats = RunStats()
+    merged = write_merged(
+        chosen,
         output,
-        manifest=_manifest_base(config, plan, scan, how),
-        expected=scan.count,
+        _manifest_of(
+            config, plan, scan, output, how, prices, stats, sent, (started, started_at), run
+        ),
         prices=prices,
-    )
-    stats = RunStats(
-        items=merged.items,
-        ok=merged.ok,
-        failed=merged.failed,
-        not_run=merged.not_run,
-        cached=merged.cached,
-        requests=sent.permits,
-        usage=merged.usage,
-        cost=merged.cost,
-        duration=time.monotonic() - started,
-        stop_reason=sent.stopped,
-        mode=merged.mode,
-        rate_limit_pause=sent.paused_seconds,
-        learned_limits=list(sent.learned),
+        flex=config.client.service_tier == "flex",
+        inputs=scan.files,
     )
     progress.finished(stats)
-    return stats, merged
+    return RayResult(stats, merged, run, earlier)
+
+
+def _drain(tagged: Any, writer: PartWriter, kept: dict[int, str], counter: _Counter) -> None:
+    """Append every tagged row to the part as its block arrives; note the skipped ones."""
+    columns = ["key", "row", "index", "status"]
+    for table in tagged.iter_batches(batch_size=None, batch_format="pyarrow"):
+        rows = []
+        for record in table.select(columns).to_pylist():
+            index = record["index"]
+            if record["status"] == SKIPPED:
+                kept[index] = record["key"]
+                counter.answered(index, Status.OK)
+                continue
+            row = json.loads(record["row"])
+            rows.append({"key": record["key"], "row": row})
+            counter.answered(index, _status(row))
+        writer.write(rows)
+
+
+class _Live:
+    """The cluster's retries for the progress line: asked of the limiter at most once a second,
+    never waited for (the bar is drawn from another thread)."""
+
+    def __init__(self, limiter: Any) -> None:
+        self._limiter = limiter
+        self._asked: Any = None
+        self._when = 0.0
+        self._last = LiveCounts(0, 0, 0.0)
+
+    def __call__(self) -> LiveCounts:
+        import ray
+
+        if self._asked is not None and ray.wait([self._asked], timeout=0)[0]:
+            try:
+                stats: LimiterStats = ray.get(self._asked)
+                self._last = LiveCounts(stats.workers.retries, 0, 0.0)
+            except Exception:  # a lost limiter: the run's end says so
+                pass
+            self._asked = None
+        if self._asked is None and time.monotonic() - self._when > 1.0:
+            self._asked, self._when = self._limiter.stats.remote(), time.monotonic()
+        return self._last
+
+
+class _Counter:
+    """The progress of each input position once: a block Ray ran twice counts once."""
+
+    def __init__(self, progress: ProgressSink, count: int) -> None:
+        self._progress = progress
+        self._seen = bytearray(count)
+
+    def answered(self, index: Any, status: Status) -> None:
+        if isinstance(index, int) and 0 <= index < len(self._seen) and not self._seen[index]:
+            self._seen[index] = 1
+            self._progress.answered(status)
+
+
+def _sent(limiter: Any) -> LimiterStats:
+    """The limiter's stats; when it is gone, what the rows say is all there is."""
+    try:
+        return limiter_stats(limiter)
+    except Exception as exc:
+        return LimiterStats(0, NO_USAGE, None, 0.0, (), f"{LIMITER_LOST} ({type(exc).__name__})")
 
 
 def _status(row: dict[str, Any]) -> Status:
@@ -137,27 +204,78 @@ def _status(row: dict[str, Any]) -> Status:
     )
 
 
-def _manifest_base(
-    config: RunConfig, plan: RunPlan, scan: InputScan, how: RayRun
-) -> dict[str, Any]:
-    """What the manifest says about the run itself (the merge adds the counts)."""
-    return {
-        "tagger_version": __version__,
-        "inputs": [str(path) for path in scan.files],
-        "model": config.client.model,
-        "base_url": public_url(config.client.effective_base_url),
-        "base_urls": [public_url(url) for url in how.base_urls],
-        "prompt": plan.prompt.ref,
-        "prompt_hash": plan.prompt.hash,
-        "taxonomy_version": plan.taxonomy.version,
-        "synonyms_version": plan.synonyms.version,
-        "schema_version": plan.key_base["schema"],
-        "params": plan.prompt.params,
-        "concurrency": config.concurrency,
-        "rpm": config.client.rpm,
-        "tpm": config.client.tpm,
-        "cache": str(config.cache_dir) if config.use_cache else None,
-        "input_count": scan.count,
-        "unique_abstracts": scan.unique,
-        "ray": {"address": how.address or "local", "actors": how.actors},
-    }
+def _manifest_of(
+    config: RunConfig,
+    plan: RunPlan,
+    scan: InputScan,
+    output: Path,
+    how: RayRun,
+    prices: PriceTable,
+    stats: RunStats,
+    sent: LimiterStats,
+    when: tuple[float, dt.datetime],
+    run: str,
+) -> Callable[[MergeStats, list[Part]], dict[str, Any]]:
+    """The manifest, once the merge has counted the rows: a local run's, and Ray's own fields.
+
+    `stats` is filled in here: the run's stats are the merge's counts with the cluster's."""
+
+    started, started_at = when
+
+    def manifest(merged: MergeStats, parts: list[Part]) -> dict[str, Any]:
+        _fill(stats, merged, sent, config, plan, started, prices)
+        if sent.stopped:
+            status = "stopped"
+        elif merged.missing or merged.not_run:
+            status = "incomplete"
+        else:
+            status = "complete"
+        document = build_manifest(config, plan, scan, output, stats, status, started_at)
+        document["base_urls"] = [public_url(url) for url in how.base_urls]
+        document["ray"] = {"address": how.address or "local", "actors": how.actors, "run": run}
+        document["permits"] = sent.permits  # granted, not all sent: requests counts those
+        return {**document, **merge_fields(merged, parts)}
+
+    return manifest
+
+
+def _fill(
+    stats: RunStats,
+    merged: MergeStats,
+    sent: LimiterStats,
+    config: RunConfig,
+    plan: RunPlan,
+    started: float,
+    prices: PriceTable,
+) -> None:
+    workers = sent.workers
+    stats.items, stats.ok, stats.failed = merged.items, merged.ok, merged.failed
+    stats.not_run, stats.cached = merged.not_run, merged.cached
+    stats.requests, stats.retries, stats.repairs = (
+        workers.requests,
+        workers.retries,
+        workers.repairs,
+    )
+    stats.usage, stats.cost = merged.usage, merged.cost
+    stats.duration = time.monotonic() - started
+    stats.mode = merged.mode or workers.mode
+    stats.mode_fallbacks = list(workers.mode_fallbacks)
+    stats.stop_reason = sent.stopped
+    if sent.stopped:
+        lost = sent.stopped.startswith(LIMITER_LOST)
+        # The parts make a rerun finish, whether or not answers were cached.
+        stats.stop_advice = stop_advice(
+            limit=sent.budget, fatal=not (sent.budget or lost), cached=True
+        )
+    stats.rate_limit_pause = sent.paused_seconds
+    stats.learned_limits = list(sent.learned)
+    stats.request_rules = (
+        workers.rules or request_rules(config.client, plan.prompt.params).describe()
+    )
+    stats.adaptations = list(workers.adaptations)
+    stats.served_models = list(workers.served_models or merged.served_models)
+    stats.service_tiers = list(workers.service_tiers)
+    if config.client.logprobs and not workers.logprobs:
+        stats.confidence_note = "no task_area_confidence: the model returns no logprobs"
+    if merged.cost is None and merged.unpriced:
+        stats.price_note = prices.note(merged.unpriced[0])

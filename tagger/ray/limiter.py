@@ -21,6 +21,8 @@ from tagger.usage import NO_USAGE, Usage
 # A grant covers about this much of the schedule: asking often enough that a pause or a stop
 # reaches every worker soon, rarely enough that asking costs nothing next to the requests.
 GRANT_HORIZON_SECONDS = 0.25
+# How a stop for a lost limiter begins (the rows say it; the rerun finishes them).
+LIMITER_LOST = "the run's rate limiter is gone"
 MAX_PERMITS_PER_GRANT = 64
 
 
@@ -75,6 +77,26 @@ class ClusterState:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkerCounters:
+    """One worker's own counts so far (cumulative: the latest replaces the one before)."""
+
+    requests: int = 0  # chat requests really sent (retries and repairs included)
+    retries: int = 0
+    repairs: int = 0
+    rules: str = ""
+    adaptations: tuple[str, ...] = ()
+    served_models: tuple[str, ...] = ()
+    service_tiers: tuple[str, ...] = ()
+    logprobs: bool = True
+    mode: str | None = None
+    mode_fallbacks: tuple[str, ...] = ()
+
+
+MAX_WORKERS_COUNTED = 100_000  # more workers than any cluster runs: a bound on the table
+_MAX_NAMES = 10  # served models, tiers, adaptations kept across the workers
+
+
+@dataclass(frozen=True, slots=True)
 class LimiterStats:
     """The cluster's sending so far."""
 
@@ -84,6 +106,28 @@ class LimiterStats:
     paused_seconds: float
     learned: tuple[str, ...]
     stopped: str | None
+    workers: WorkerCounters = WorkerCounters()  # every worker's counts, added up
+    budget: bool = False  # stopped by --max-requests or --max-cost
+
+
+def add_counters(counters: list[WorkerCounters]) -> WorkerCounters:
+    """Every worker's counts together: sums, and the names any of them met."""
+
+    def names(pick: Callable[[WorkerCounters], tuple[str, ...]]) -> tuple[str, ...]:
+        return tuple(sorted({name for c in counters for name in pick(c)}))[:_MAX_NAMES]
+
+    return WorkerCounters(
+        requests=sum(c.requests for c in counters),
+        retries=sum(c.retries for c in counters),
+        repairs=sum(c.repairs for c in counters),
+        rules=next((c.rules for c in counters if c.rules), ""),
+        adaptations=names(lambda c: c.adaptations),
+        served_models=names(lambda c: c.served_models),
+        service_tiers=names(lambda c: c.service_tiers),
+        logprobs=all(c.logprobs for c in counters),
+        mode=next((c.mode for c in counters if c.mode), None),
+        mode_fallbacks=names(lambda c: c.mode_fallbacks),
+    )
 
 
 class ClusterLimiter:
@@ -111,6 +155,12 @@ class ClusterLimiter:
         self._used = NO_USAGE
         self._paused_seconds = 0.0
         self._learned: list[str] = []
+        self._workers: dict[str, WorkerCounters] = {}
+
+    def count(self, worker: str, counters: WorkerCounters) -> None:
+        """A worker's counts so far (they replace what it said before)."""
+        if worker in self._workers or len(self._workers) < MAX_WORKERS_COUNTED:
+            self._workers[worker] = counters
 
     def grant(self, want: int, tokens: int, report: Report | None = None) -> Grant:
         """Up to `want` permits of `tokens` each, booked on the cluster's schedule."""
@@ -203,4 +253,6 @@ class ClusterLimiter:
             round(self._paused_seconds, 3),
             tuple(self._learned),
             self._stopped,
+            add_counters(list(self._workers.values())),
+            self._budget,
         )

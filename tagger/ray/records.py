@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from tagger.files.abstracts import Abstract, text_id
@@ -19,6 +20,7 @@ from tagger.prompting.plan import RunPlan
 # The input columns tag_dataset reads; `extra` is a JSON object of the input's other fields.
 RECORD_FIELDS = ("abstract", "id", "title", "venue", "year", "source", "index", "line", "extra")
 KEY_FIELD = "key"
+SKIPPED = "skipped"  # the status of a skipped record (only when the driver asks for them)
 ROW_TEXT_FIELD = "row"
 _MAX_EXTRA_CHARS = 1_000_000  # a record's extra fields, as JSON: more is not an abstract's
 
@@ -54,16 +56,42 @@ def output_schema() -> Any:
     return pa.schema(fields)
 
 
-def row_key(abstract_id: str, plan: RunPlan) -> str:
-    """The key of one output row: id, prompt hash, model and taxonomy (what a rerun skips by)."""
-    parts = [
-        abstract_id,
-        plan.prompt.hash,
-        plan.config.client.model,
-        plan.taxonomy.version,
-        plan.taxonomy.hash,
-    ]
-    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:32]
+def row_key(abstract: Abstract, plan: RunPlan) -> str:
+    """The key of one output row: the abstract's answer-cache key under the plan (its text,
+    title, model, base URL, prompt, schema, taxonomy, synonyms, params and effort)."""
+    return plan.item_key(abstract)
+
+
+def skip_token(key: str, index: int, ident: str, source: str, line: int) -> str:
+    """What a rerun skips a row by: its cache key, and where in the input it is (a row keeps
+    its id, source and line, so an earlier row is reused only if all of them are the same)."""
+    return "\x1f".join((key, str(index), str(line), ident, source))
+
+
+def run_identity(plan: RunPlan, files: Sequence[Path], count: int) -> str:
+    """Which run wrote a part: the cache key's run part and the inputs (path, size, mtime).
+
+    A rerun of the same command on the same files has the same identity; another model,
+    prompt, parameter, base URL, taxonomy or edited input file makes another run.
+    """
+    digest = hashlib.sha256(plan.key_run_part.encode("utf-8"))
+    for path in files:
+        info = path.stat()
+        digest.update(f"\x1f{path.resolve()}\x1e{info.st_size}\x1e{info.st_mtime_ns}".encode())
+    digest.update(f"\x1f{count}".encode())
+    return digest.hexdigest()[:24]
+
+
+def skipped_record(key: str, abstract: Abstract) -> dict[str, Any]:
+    """The output of a record skipped as done, for a driver that asks to see them: status
+    "skipped", its skip token as `key`, no row text."""
+    return {
+        KEY_FIELD: skip_token(key, abstract.index, abstract.id, abstract.source, abstract.line),
+        "id": abstract.id,
+        "index": abstract.index,
+        "status": SKIPPED,
+        ROW_TEXT_FIELD: "",
+    }
 
 
 def abstract_record(abstract: Abstract) -> dict[str, Any]:

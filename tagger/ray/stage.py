@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,12 +29,15 @@ from tagger.prompting.schema import answer_json_schema, build_answer_model
 from tagger.prompting.taxonomy import Synonyms, Taxonomy
 from tagger.ray.actors import RayLink
 from tagger.ray.gate import ClusterGate, LimiterLink
+from tagger.ray.limiter import WorkerCounters
 from tagger.ray.records import (
     BadRecord,
     error_record,
     output_schema,
     record_abstract,
     row_key,
+    skip_token,
+    skipped_record,
     tagged_record,
 )
 from tagger.sending.client import LLMClient
@@ -103,11 +107,20 @@ class RecordTagger:
         self.commits = GroupCommit(self.cache, self._cache_failed) if self.cache else None
         self._run_fields = plan.run_fields()
         self._advice = ""
+        self._refreshed: set[str] = set()
+        self._resumable = False
+        self.repairs = 0
 
     async def tag(
-        self, records: list[dict[str, Any]], skip: frozenset[str] = frozenset()
+        self,
+        records: list[dict[str, Any]],
+        skip: frozenset[str] = frozenset(),
+        *,
+        mark_skipped: bool = False,
     ) -> list[dict[str, Any]]:
-        """One output record per input record, in order, but those `skip` names (done)."""
+        """One output record per input record, in order, but those `skip` names (done):
+        left out, or with `mark_skipped` a record of status "skipped" naming the row kept."""
+        self._resumable = self._resumable or mark_skipped
         jobs: list[asyncio.Future[dict[str, Any]] | dict[str, Any]] = []
         inflight: dict[str, asyncio.Future[Outcome]] = {}
         for position, record in enumerate(records):
@@ -116,8 +129,11 @@ class RecordTagger:
             except BadRecord as exc:
                 jobs.append(error_record(record, position, str(exc)))
                 continue
-            key = row_key(abstract.id, self.plan)
-            if skip and f"{key}:{abstract.index}" in skip:
+            key = row_key(abstract, self.plan)  # the answer cache's key
+            token = skip_token(key, abstract.index, abstract.id, abstract.source, abstract.line)
+            if skip and token in skip:
+                if mark_skipped:
+                    jobs.append(skipped_record(key, abstract))
                 continue
             jobs.append(asyncio.ensure_future(self._row(abstract, key, inflight)))
         try:
@@ -131,7 +147,7 @@ class RecordTagger:
     async def _row(
         self, abstract: Abstract, key: str, inflight: dict[str, asyncio.Future[Outcome]]
     ) -> dict[str, Any]:
-        cache_key = self.plan.item_key(abstract)
+        cache_key = key  # the row's key is the answer cache's
         outcome = self._cached(cache_key)
         cached = outcome is not None
         shared = False
@@ -158,7 +174,9 @@ class RecordTagger:
         return tagged_record(key, row)
 
     def _cached(self, cache_key: str) -> Outcome | None:
-        if self.cache is None or self.plan.config.refresh:
+        # --refresh asks again once per abstract and run, as a local run does; the answer it
+        # stored then serves that abstract's duplicates.
+        if self.cache is None or (self.plan.config.refresh and cache_key not in self._refreshed):
             return None
         return entry_outcome(self.cache.get(cache_key))
 
@@ -172,17 +190,37 @@ class RecordTagger:
         except Exception as exc:  # one bad row never fails the job
             log.debug("tagging %s failed", abstract.id, exc_info=True)
             return Outcome.failed(f"failed: {type(exc).__name__}: {exc}")
+        self.repairs += outcome.repairs
         if outcome.status is Status.OK and self.commits is not None:
             try:
                 await self.commits.put(cache_key, outcome_entry(outcome))
+                self._refreshed.add(cache_key)
             except CacheWriteError as exc:
                 self._cache_failed(exc)  # this answer is paid for: its row is kept all the same
         return outcome
 
     def _not_run(self, reason: object, *, limit: bool) -> Outcome:
         if not self._advice:
-            self._advice = stop_advice(limit=limit, fatal=False, cached=self.cache is not None)
+            # A driver keeping parts (mark_skipped) finishes on a rerun, cache or not.
+            resumable = self.cache is not None or self._resumable
+            self._advice = stop_advice(limit=limit, fatal=False, cached=resumable)
         return Outcome.not_run(reason, self._advice)
+
+    def counters(self) -> WorkerCounters:
+        """This worker's counts so far, for the run's stats."""
+        sent, mode = self.client.snapshot(), self.tagger.snapshot()
+        return WorkerCounters(
+            requests=sent.requests,
+            retries=sent.retries,
+            repairs=self.repairs,
+            rules=sent.rules,
+            adaptations=sent.adaptations,
+            served_models=sent.served_models,
+            service_tiers=sent.service_tiers,
+            logprobs=sent.logprobs,
+            mode=mode.mode,
+            mode_fallbacks=mode.fallbacks,
+        )
 
     def _cache_failed(self, exc: CacheWriteError) -> None:
         """An answer could not be kept: sending more would pay for answers that cannot be."""
@@ -196,10 +234,19 @@ class TagStage:
     flight per actor are the run's concurrency, whatever the batch size.
     """
 
-    def __init__(self, settings: StageSettings, limiter: Any, skip: frozenset[str]) -> None:
+    def __init__(
+        self,
+        settings: StageSettings,
+        limiter: Any,
+        skip: frozenset[str],
+        mark_skipped: bool = False,
+    ) -> None:
         self._settings = settings
         self._limiter = limiter
         self._skip = skip
+        self._mark_skipped = mark_skipped
+        self._worker = uuid.uuid4().hex
+        self._link: RayLink | None = None
         self._plan = settings.plan()
         self._tagger: RecordTagger | None = None
         self._starting: asyncio.Lock | None = None
@@ -211,7 +258,7 @@ class TagStage:
         self._starting = self._starting or asyncio.Lock()
         async with self._starting:
             if self._tagger is None:
-                link = RayLink(self._limiter)
+                link = self._link = RayLink(self._limiter)
                 urls = self._settings.base_urls
                 url = urls[await link.endpoint(len(urls))] if urls else None
                 tagger = RecordTagger(self._plan, link, url)
@@ -224,5 +271,7 @@ class TagStage:
         import pyarrow as pa
 
         tagger = await self._ready()
-        rows = await tagger.tag(batch.to_pylist(), self._skip)
+        rows = await tagger.tag(batch.to_pylist(), self._skip, mark_skipped=self._mark_skipped)
+        if self._link is not None:
+            await self._link.count(self._worker, tagger.counters())
         return pa.Table.from_pylist(rows, schema=output_schema())

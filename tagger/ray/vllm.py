@@ -160,7 +160,7 @@ class VllmHooks:
             usage=decision.state.usage,
             confidence=None,  # the engine's logprobs are not asked for
         )
-        record = tagged_record(row_key(abstract.id, plan), tagged)
+        record = tagged_record(row_key(abstract, plan), tagged)
         record[STATE_FIELD] = _state_json(decision.state) if pending else ""
         return self._with_pass(record, row, pending)
 

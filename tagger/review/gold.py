@@ -22,6 +22,7 @@ FALSY = frozenset({"", "n", "no", "0", "false"})
 TAG_SEPARATORS_HELP = "separate tags with ; or , or put each on its own line"
 _TAG_SPLIT_RE = re.compile(r"[;,\n\r]+")
 _EXCERPT = 60
+_SPACES_RE = re.compile(r"[^\S\n\r]+")  # whitespace but line breaks
 
 
 def review_header_notes() -> dict[str, str]:
@@ -37,7 +38,8 @@ def review_header_notes() -> dict[str, str]:
 
 
 def _show(value: str) -> str:
-    flat = " ".join(value.split())
+    """A cell's text quoted for a message: spaces runs as one, line breaks shown as \\n."""
+    flat = _SPACES_RE.sub(" ", value.strip())
     return repr(flat if len(flat) <= _EXCERPT else flat[: _EXCERPT - 1] + "…")
 
 

@@ -28,6 +28,7 @@ def load_taxonomy_for(prompts_dir: Path | None, version: str | None) -> Taxonomy
 
 
 _SHEET_SUFFIXES = (".csv", ".xlsx", ".xls", ".tsv", ".ods")
+_INPUT_SUFFIXES = (".txt", ".json")
 _GIVE_RUN = "give the JSONL file `tagger run -o` wrote (e.g. tagged.jsonl)"
 
 
@@ -42,14 +43,45 @@ def read_runs(*paths: Path) -> list[list[dict[str, Any]]]:
             raise UsageError(f"{path} is a sheet, not a run: {_GIVE_RUN}")
         if not path.exists():
             raise UsageError(f"{path}: no such file: {_GIVE_RUN}")
-        rows = read_run_rows(path)
+        if path.suffix.lower() in _INPUT_SUFFIXES:  # .txt, .json: abstracts, or a manifest
+            from tagger.files.ownfiles import own_file_kind
+
+            kind = own_file_kind(path)
+            if kind is not None:
+                raise UsageError(f"{path} is a {kind}, not a run: {_GIVE_RUN}")
+            raise UsageError(_abstracts_not_a_run(path))
+        try:
+            rows = read_run_rows(path)
+        except UsageError:
+            if _holds_abstracts(path):
+                raise UsageError(_abstracts_not_a_run(path)) from None
+            raise
         if not any("status" in row for row in rows):
+            if any("abstract" in row for row in rows):
+                raise UsageError(_abstracts_not_a_run(path))
             raise UsageError(
                 f"{path} has no 'status' field: not a run (a gold set goes after --gold); "
                 f"{_GIVE_RUN}"
             )
         runs.append(rows)
     return runs
+
+
+def _abstracts_not_a_run(path: Path) -> str:
+    import shlex
+
+    return (
+        f"{path} holds abstracts, not a `tagger run` output: tag them first "
+        f"(`tagger run {shlex.quote(str(path))} -o tagged.jsonl`), then give tagged.jsonl"
+    )
+
+
+def _holds_abstracts(path: Path) -> bool:
+    """Whether a .jsonl's first row is an input abstract (an `abstract`, no `status`)."""
+    from tagger.files.ownfiles import first_row
+
+    row = first_row(path)
+    return "abstract" in row and "status" not in row
 
 
 def read_gold(path: Path, prompts_dir: Path | None, synonyms: Synonyms) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from tagger.errors import (
 from tagger.pipeline.request import build_request
 from tagger.redact import public_url, redact
 from tagger.sending.gate import GateSnapshot, SendGate
-from tagger.sending.models import check_model_offered, offered_models_hint
+from tagger.sending.models import check_model_offered, names_deployments, offered_models_hint
 from tagger.sending.params import RequestRules, refusal_of
 from tagger.sending.reply import Reply, reply_from_text
 from tagger.sending.sdk import check_transport, open_sdk
@@ -75,6 +75,7 @@ class ClientSnapshot:
     served_models: tuple[str, ...] = ()  # the replies' `model`
     service_tiers: tuple[str, ...] = ()  # the replies' `service_tier`
     logprobs: bool = True  # still asked for (the family takes them, the server did not refuse)
+    model_listings: int = 0  # GET /models sent to check --model
 
 
 class LLMClient:
@@ -87,6 +88,7 @@ class LLMClient:
         self.gate = gate
         self.requests = 0
         self.retries = 0
+        self.model_listings = 0
         self.where = public_url(config.effective_base_url)
         self.health = ServerHealth(self.where, config.timeout)
         self._completions = 0  # valid chat completions received
@@ -137,6 +139,7 @@ class LLMClient:
             served_models=tuple(sorted(self.served_models)),
             service_tiers=tuple(sorted(self.service_tiers)),
             logprobs=self.rules.logprobs,
+            model_listings=self.model_listings,
         )
 
     async def aclose(self) -> None:
@@ -213,6 +216,7 @@ class LLMClient:
     async def _check_model(self) -> None:
         """Once per run, before the first request: is --model among the models listed?"""
         if self._model_check is None:
+            self.model_listings += not names_deployments(self.config.effective_base_url)
             # In a thread: the SDK's model list is synchronous; every abstract waits for it.
             self._model_check = asyncio.ensure_future(
                 asyncio.to_thread(check_model_offered, self.config)

@@ -12,7 +12,16 @@ from tenacity import RetryCallState, wait_random_exponential
 from tagger.config import Mode
 from tagger.errors import FatalAPIError, RequestTimedOut
 from tagger.pipeline.policy import is_retryable
+from tagger.sending.connection import (
+    connect_timed_out,
+    handshake_stalled,
+    no_connection_message,
+    tls_failure,
+    tls_message,
+    tls_reason,
+)
 from tagger.sending.gate import MAX_PAUSE_SECONDS, SendGate
+from tagger.sending.sdk import CONNECT_TIMEOUT
 
 if TYPE_CHECKING:
     import openai
@@ -117,6 +126,14 @@ def describe(exc: BaseException, timeout: float) -> str:
 
     if isinstance(exc, openai.APIStatusError):
         return f"HTTP {exc.status_code}: {server_message(exc)}"
+    tls = tls_failure(exc)
+    seconds = min(timeout, CONNECT_TIMEOUT)
+    if tls is not None and handshake_stalled(tls):
+        return f"TLS handshake did not finish within {seconds:g} s"
+    if tls is not None:  # before timeouts: aiohttp calls a refused handshake one
+        return f"TLS handshake failed ({tls_reason(tls)})"
+    if connect_timed_out(exc):
+        return f"no connection within {seconds:g} s"
     if is_timeout(exc):
         return f"no complete answer within --timeout {timeout:g} s"
     if isinstance(exc, openai.APIConnectionError):
@@ -168,9 +185,20 @@ class ServerHealth:
         """A connection failure or timeout; fatal when nothing ever answered, a few times over."""
         if self.answered:
             return None
+        tls = tls_failure(exc)
+        stalled = tls is not None and handshake_stalled(tls)
+        if tls is not None and not stalled:  # refused: no retry makes a handshake work
+            return FatalAPIError(tls_message(tls, self.where))
         self._unanswered += 1
         if self._unanswered < UNREACHABLE_AFTER:
             return None
+        if stalled or connect_timed_out(exc):
+            seconds = min(self.timeout, CONNECT_TIMEOUT)
+            return FatalAPIError(
+                no_connection_message(
+                    self.where, seconds, self._unanswered, stalled_handshake=stalled
+                )
+            )
         if is_timeout(exc):
             return FatalAPIError(
                 f"no answer from {self.where} within --timeout {self.timeout:g} s "

@@ -1,0 +1,106 @@
+"""The few lines that expired batches leave are finished live, within the same spend limits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tagger.batch import rounds
+from tests.batchhelpers import batch_run, counts_in
+from tests.harness import TaggerCLI
+
+ITEMS = 300
+
+
+def _corpus(cli: TaggerCLI) -> Path:
+    rows = [{"abstract": f"Study {i} measures how graph parsers handle long inputs."}
+            for i in range(ITEMS)]  # fmt: skip
+    return cli.write_jsonl("many.jsonl", rows)
+
+
+def _expiring(cli: TaggerCLI, *fates: str) -> None:
+    batches = cli.fake.batches
+    assert batches is not None
+    batches.auto_after = 1  # each batch ends at its first look, by the script: never on time
+    batches.script(*fates)
+
+
+@pytest.mark.parametrize(
+    ("fates", "rounds_run", "live"),
+    [
+        (("expire:299",), 1, 1),  # one line left: no second day for it
+        (("expire:250", "expire:45"), 2, 5),  # 50 left go again; the 5 left then go live
+        (("expire:250", "expire:35"), 2, 15),  # left twice: 15 lines, 5% of the job, go live
+    ],
+)
+def test_an_expiring_batch_ends_with_every_row_ok(
+    tagger_cli: TaggerCLI, fates: tuple[str, ...], rounds_run: int, live: int
+) -> None:
+    _expiring(tagger_cli, *fates, "expire:0", "expire:0")  # any further round would fail too
+    result = batch_run(tagger_cli, inputs=[_corpus(tagger_cli)])
+    assert result.exit_code == 0, result.output
+    assert tagger_cli.fake.batches is not None
+    assert len(tagger_cli.fake.batches.created) == rounds_run
+    assert len(tagger_cli.chats()) == live
+    rows = tagger_cli.rows()
+    assert len(rows) == ITEMS and all(row["status"] == "ok" for row in rows)
+    assert sum(row["batch_id"] is None for row in rows) == live
+    manifest = tagger_cli.manifest()
+    assert manifest["status"] == "complete" and manifest["batch"]["finished_live"] == live
+    assert f"{live} abstract" in result.output and "tagged live" in result.output
+
+
+def test_many_lines_left_go_into_another_round(tagger_cli: TaggerCLI) -> None:
+    _expiring(tagger_cli, "expire:250", "complete")  # 50 left once: a batch round is cheaper
+    result = batch_run(tagger_cli, inputs=[_corpus(tagger_cli)])
+    assert result.exit_code == 0, result.output
+    assert tagger_cli.fake.batches is not None
+    assert len(tagger_cli.fake.batches.created) == 2 and tagger_cli.chats() == []
+    assert tagger_cli.manifest()["batch"]["finished_live"] == 0
+    assert "tagged live" not in result.output
+
+
+def test_leftovers_sent_live_stop_at_the_spend_limit(tagger_cli: TaggerCLI) -> None:
+    _expiring(tagger_cli, "expire:292")  # 8 left; the limit leaves room for 3 of them
+    result = batch_run(tagger_cli, "--max-requests", ITEMS + 3, inputs=[_corpus(tagger_cli)])
+    assert result.exit_code == 1, result.output
+    assert len(tagger_cli.chats()) == 3, "sent past --max-requests"
+    rows = tagger_cli.rows()
+    assert counts_in(result.output) == {"items": ITEMS, "ok": 295, "failed": 0, "not run": 5,
+                                        "cached": 292}  # fmt: skip
+    unrun = [row["error"] for row in rows if row["status"] != "ok"]
+    assert len(unrun) == 5 and all("--max-requests" in error for error in unrun)
+    # Raising the limit finishes them, live again: nothing is paid twice.
+    again = batch_run(tagger_cli, inputs=[_corpus(tagger_cli)])
+    assert again.exit_code == 0, again.output
+    assert len(tagger_cli.chats()) == 8
+    assert all(row["status"] == "ok" for row in tagger_cli.rows())
+
+
+def test_without_an_expiry_a_repair_still_goes_into_a_batch_round(
+    tagger_cli: TaggerCLI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rounds, "FEW_SHARE_LEFT", 1.0)
+    tagger_cli.fake.script(["schema_invalid"], match="Study 7 ")
+    result = batch_run(tagger_cli, inputs=[_corpus(tagger_cli)])
+    assert result.exit_code == 0, result.output
+    assert tagger_cli.fake.batches is not None
+    assert len(tagger_cli.fake.batches.created) == 2 and tagger_cli.chats() == []
+
+
+def test_leftovers_sent_live_never_take_the_run_over_max_cost(tagger_cli: TaggerCLI) -> None:
+    corpus = _corpus(tagger_cli)
+    dry = tagger_cli.run("--batch", "--dry-run", inputs=[corpus])
+    assert dry.exit_code == 0, dry.output
+    batch_estimate = float(dry.output.split("estimated cost with --batch: $", 1)[1].split()[0])
+    cap = round(batch_estimate * 1.017, 4)  # the batch, and room for 2 or 3 of 8 lines live
+    _expiring(tagger_cli, "expire:292")
+    result = batch_run(tagger_cli, "--max-cost", cap, inputs=[corpus])
+    assert result.exit_code == 1, result.output
+    sent_live = len(tagger_cli.chats())
+    assert 0 < sent_live < 8, "every leftover was sent though the cap was nearly spent"
+    manifest = tagger_cli.manifest()
+    assert manifest["estimated_cost_usd"] <= cap
+    assert manifest["not_run"] == 8 - sent_live
+    assert all("--max-cost" in r["error"] for r in tagger_cli.rows() if r["status"] != "ok")
