@@ -29,8 +29,7 @@ SHEET_COLUMNS = (
     "reviewed", "task_area", "task_area_confidence", "method_tags", "summary", "title",
     "abstract", "id", "task_area_runner_up", "task_area_runner_up_confidence", "source",
     "index", "venue", "year", "status", "error", "model", "prompt", "prompt_version",
-    "prompt_hash", "taxonomy_version", "cached", "cascade_role", "cascade_confidence",
-    "cascade_cheap_area",
+    "prompt_hash", "taxonomy_version", "cached",
 )  # fmt: skip
 SHEET_SUFFIXES = (".csv", ".xlsx")
 TAG_SEPARATOR = "; "
@@ -53,7 +52,7 @@ _PRINT_THROUGH = "abstract"
 # Hidden when no row has a value: a run without log-probabilities has no confidences.
 _HIDE_WHEN_EMPTY = frozenset(
     {"task_area_confidence", "task_area_runner_up", "task_area_runner_up_confidence", "venue",
-     "year", "error", "cascade_role", "cascade_confidence", "cascade_cheap_area"}
+     "year", "error"}
 )  # fmt: skip
 # XML 1.0 cannot hold these control characters; openpyxl would refuse the whole file.
 _XML_ILLEGAL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
