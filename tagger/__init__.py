@@ -17,11 +17,13 @@ from tagger.__version__ import __version__
 if TYPE_CHECKING:
     from tagger import errors
     from tagger.api import Run, atag, tag, tag_frame
+    from tagger.dryrun import DryRunReport, estimate
     from tagger.files.rows import Row
     from tagger.reviewing import CompareReport, EvalReport, compare, evaluate, read_run, sample
 
 __all__ = [
     "CompareReport",
+    "DryRunReport",
     "EvalReport",
     "Row",
     "Run",
@@ -29,6 +31,7 @@ __all__ = [
     "atag",
     "compare",
     "errors",
+    "estimate",
     "evaluate",
     "read_run",
     "sample",
@@ -43,6 +46,10 @@ def __getattr__(name: str) -> Any:
         from tagger import api
 
         return getattr(api, name)
+    if name in ("DryRunReport", "estimate"):
+        from tagger import dryrun
+
+        return getattr(dryrun, name)
     if name in ("CompareReport", "EvalReport", "compare", "evaluate", "read_run", "sample"):
         from tagger import reviewing
 

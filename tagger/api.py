@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from tagger.errors import TaggerError
 from tagger.files.abstracts import Abstract, InputScan, given_record, scan, scan_given
 from tagger.files.outfile import OutputFile
 from tagger.files.rows import Row, RowList
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
     from tagger.batch.jobfile import JobState
     from tagger.config import RunConfig
+    from tagger.pipeline.bar import BarProgress
 
 __all__ = ["TAGGED_COLUMNS", "Run", "atag", "tag", "tag_frame"]
 # The columns tag_frame() adds to a DataFrame (replacing any of the same name).
@@ -106,8 +108,26 @@ def _abstract(number: int, item: object) -> Abstract:
     return given_record(GIVEN, number, fields)
 
 
+class ErrorsFromHere:
+    """tagger's own errors raised from here, their message whole: the caller's traceback ends
+    in tagger's public function, not in a dozen frames of asyncio and the client under it."""
+
+    def __enter__(self) -> None:
+        """Nothing to set up."""
+
+    def __exit__(self, kind: object, error: BaseException | None, trace: object) -> None:
+        """Raise a TaggerError again without the frames it came through."""
+        if isinstance(error, TaggerError):
+            raise error.with_traceback(None) from None
+
+
 async def atag(items: object, *, progress: bool = True, **options: Any) -> Run:
     """Tag abstracts inside a running event loop; see `tag()` for the arguments."""
+    with ErrorsFromHere():
+        return await _atag(items, progress=progress, **options)
+
+
+async def _atag(items: object, *, progress: bool, **options: Any) -> Run:
     chosen = RunOptions.resolve(options)
     config = chosen.config()
     if chosen.ray or (config.batch is not None and config.batch.detach):
@@ -122,13 +142,25 @@ async def atag(items: object, *, progress: bool = True, **options: Any) -> Run:
     rows = RowList()
     if not progress:
         return await _run(config, given, rows, SilentProgress(), prices)
-    from rich.console import Console
-
-    from tagger.pipeline.bar import BarProgress
-
-    bar = BarProgress(Console(stderr=True), given.count, show=True)
+    bar = _progress_line(given.count)
     with bar.shown():
         return await _run(config, given, rows, bar, prices)
+
+
+def _progress_line(total: int) -> BarProgress:
+    """rich's live bar; in Jupyter without ipywidgets (where rich can only warn and draw
+    nothing), the same counts as plain text in the cell."""
+    import importlib.util
+    import sys
+
+    from rich.console import Console
+
+    from tagger.pipeline.bar import BarProgress, TextProgress
+
+    console = Console(stderr=True)
+    if console.is_jupyter and importlib.util.find_spec("ipywidgets") is None:
+        return TextProgress(sys.stderr, total)
+    return BarProgress(console, total, show=True)
 
 
 async def _run(
@@ -174,11 +206,14 @@ def tag(items: object, *, progress: bool = True, **options: Any) -> Run:
     configuration error (no API key, unknown prompt, bad option); TypeError for an unknown
     option.
     """
+    RunOptions.check_names(options)  # a misspelt option: raised from here, before any work
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(atag(items, progress=progress, **options))
-    return in_worker_thread(lambda: atag(items, progress=progress, **options))
+        with ErrorsFromHere():
+            return asyncio.run(atag(items, progress=progress, **options))
+    with ErrorsFromHere():
+        return in_worker_thread(lambda: atag(items, progress=progress, **options))
 
 
 def tag_frame(

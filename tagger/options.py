@@ -63,6 +63,16 @@ def dotenv_path() -> Path:
     return find_dotenv() or Path.cwd() / ".env"
 
 
+# `tagger run`'s options that are no option of tag(): what a Python caller does instead.
+CLI_ONLY = {
+    "dry_run": "tagger.estimate(items, ...) counts, prices and renders without sending",
+    "output": "run.write_jsonl(path) writes the rows and their manifest",
+    "quiet": "progress=False draws nothing (errors are raised, warnings go to logging)",
+    "verbose": "logging.getLogger('tagger').setLevel(logging.INFO) logs every retry and repair",
+    "paths": "pass the files as items: tag([Path('a.jsonl'), ...])",
+}
+
+
 class RunOptions(BaseModel):
     """The options of one run, as given: `tagger run`'s flags, `tagger.tag()`'s keywords."""
 
@@ -128,9 +138,7 @@ class RunOptions(BaseModel):
         The order `tagger run` uses: a flag wins over the environment, which wins over `.env`.
         TypeError for a name that is no option; ConfigError for a value that does not fit.
         """
-        unknown = sorted(set(given) - set(cls.model_fields))
-        if unknown:
-            raise TypeError(f"unknown option {unknown[0]!r}: see help(tagger.tag)")
+        cls.check_names(given)
         environ = os.environ if environ is None else environ
         path = dotenv_path() if dotenv is None else dotenv
         from_file = _read_dotenv(path)
@@ -141,6 +149,19 @@ class RunOptions(BaseModel):
                 values[name] = value
         values.update({name: value for name, value in given.items() if value is not None})
         return cls.of(values)
+
+    @classmethod
+    def check_names(cls, given: Mapping[str, Any]) -> None:
+        """TypeError for a name that is no option; for one of `tagger run`'s that has no
+        meaning in Python, what to do instead."""
+        unknown = sorted(set(given) - set(cls.model_fields))
+        if not unknown:
+            return
+        name = unknown[0]
+        instead = CLI_ONLY.get(name)
+        if instead is not None:
+            raise TypeError(f"{name!r} is `tagger run`'s; in Python, {instead}")
+        raise TypeError(f"unknown option {name!r}: see help(tagger.tag)")
 
     def config(self) -> RunConfig:
         """The validated run configuration (ConfigError or UsageError if it cannot be one)."""

@@ -172,6 +172,9 @@ def test_the_cli_and_the_api_take_the_same_options_by_name_default_and_variable(
     cli = {param.name: param for param in command.params}
     only_cli = {"paths", "output", "dry_run", "verbose", "quiet"}
     assert set(cli) - only_cli == set(RunOptions.model_fields)
+    from tagger.options import CLI_ONLY
+
+    assert set(CLI_ONLY) == only_cli  # each says what to use in Python instead
     for name, field in RunOptions.model_fields.items():
         param = cli[name]
         assert param.envvar == ENVIRONMENT.get(name), name
@@ -290,3 +293,69 @@ def test_the_docs_notebook_example_runs_in_a_script_and_in_a_running_loop(
     gold = (tmp_path / "examples" / "gold-seeds.jsonl").read_text(encoding="utf-8")
     count = len(gold.splitlines())
     assert sent == [count, 2 * count, 2 * count]  # the last run: everything from the cache
+
+
+@pytest.mark.parametrize("mistake", ["refused key", "model typo", "wrong URL"])
+def test_expected_errors_are_raised_from_the_callers_frame_with_the_cli_line(
+    fake_server: Any, tmp_path: Path, mistake: str
+) -> None:
+    import traceback
+
+    from tagger.errors import FatalAPIError
+
+    fake = fake_server(areas=["other"], models=["gpt-5.4-nano"], api_key=TEST_KEY)
+    options = _options(fake, tmp_path, no_cache=True)
+    expected = {"refused key": "refused the API key", "model typo": "'gpt-5.4-nanoo' was not"}
+    if mistake == "refused key":
+        options["api_key"] = "sk-not-the-right-one-000000"
+    elif mistake == "model typo":
+        options["model"] = "gpt-5.4-nanoo"
+    else:
+        options["base_url"] = fake.base_url.removesuffix("/v1") + "/nothing/v1"
+    with pytest.raises(FatalAPIError) as raised:
+        tagger.tag(seed_texts()[:2], **options)
+    message = str(raised.value)
+    assert "\n" not in message and len(message) < 400, message
+    assert expected.get(mistake, "") in message, message
+    frames = traceback.extract_tb(raised.value.__traceback__)
+    files = [Path(frame.filename).name for frame in frames]
+    assert len(frames) <= 3 and "base_events.py" not in files, files
+    assert raised.value.__cause__ is None and raised.value.__suppress_context__
+
+
+def test_a_cli_only_option_says_what_to_use_in_python(llm: FakeLLM, tmp_path: Path) -> None:
+    from tagger.options import CLI_ONLY
+
+    for name in ("dry_run", "output", "quiet", "verbose"):
+        with pytest.raises(TypeError, match=f"'{name}' is `tagger run`'s; in Python, ") as raised:
+            tagger.tag(["x"], **{name: True}, **_options(llm, tmp_path))
+        assert CLI_ONLY[name] in str(raised.value)
+    assert not llm.history  # refused before anything was read or sent
+    with pytest.raises(TypeError, match="unknown option 'modle'"):
+        tagger.tag(["x"], modle="m")
+
+
+def test_estimate_is_the_cli_dry_run_from_python(llm: FakeLLM, tmp_path: Path) -> None:
+    from tagger.pipeline.job import DryRunReport
+    from tests.harness import invoke
+
+    texts = seed_texts()[:5]
+    options = _options(llm, tmp_path)
+    options.pop("progress")
+    options.pop("api_key")  # a dry run needs no key
+    before = tagger.estimate([*texts, texts[0]], **options)
+    assert isinstance(before, DryRunReport)
+    assert (before.items, before.unique, before.cached) == (6, 5, 0)
+    assert before.usage.prompt_tokens > 0 and before.cost is not None and before.cost > 0
+    assert texts[0] in before.first_messages[-1]["content"]
+    assert not llm.history and not (tmp_path / "cache" / "cache.db").exists()
+    tagger.tag(texts[:2], **_options(llm, tmp_path))
+    after = tagger.estimate(texts, **options)
+    assert after.cached == 2 and after.usage.prompt_tokens < before.usage.prompt_tokens
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text("".join(json.dumps({"abstract": t}) + "\n" for t in texts))
+    where = ["--cache-dir", tmp_path / "cache", "--prompts-dir", PROMPTS_DIR]
+    cli = invoke(["run", inputs, "--dry-run", "--model", after.model, *where,
+                  "--base-url", llm.base_url])  # fmt: skip
+    assert cli.exit_code == 0, cli.output
+    assert f"${after.cost:.4f}" in cli.stderr and f"{after.usage.prompt_tokens} in" in cli.stderr

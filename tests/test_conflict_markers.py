@@ -64,6 +64,8 @@ def _tracked_files(root: Path) -> Iterator[Path]:
 def _markers_in_tree(root: Path) -> list[str]:
     found = []
     for path in _tracked_files(root):
+        if path.is_symlink():  # git keeps the link, not what it points to (maybe /dev/zero)
+            continue
         try:
             data = path.read_bytes()
         except (FileNotFoundError, IsADirectoryError):  # deleted, not yet staged; a submodule
@@ -109,4 +111,5 @@ def test_outside_git_the_tree_is_walked(tmp_path: Path) -> None:
     (tmp_path / ".venv").mkdir()
     (tmp_path / ".venv" / "lib.py").write_text(">" * 7 + " theirs\n", encoding="utf-8")
     (tmp_path / "blob.bin").write_bytes(b"\0" + b"\n" + b"<" * 7 + b" HEAD\n")
+    (tmp_path / "endless").symlink_to("/dev/zero")  # a planted link is not read through
     assert _markers_in_tree(tmp_path) == [f"{Path('docs') / 'page.md'}:2: " + "=" * 7]

@@ -149,7 +149,7 @@ def test_csv_raw_cells_are_neutralised_and_excel_shaped(run_file: Path, tmp_path
 def test_csv_no_bom(run_file: Path, tmp_path: Path) -> None:
     output = tmp_path / "review.csv"
     export(run_file, output, "--no-bom")
-    assert output.read_bytes().startswith(b"reviewed,id,")
+    assert output.read_bytes().startswith(b"reviewed,task_area,")
     assert [v for _, v in read_sheet(output)[1]] == [expected_cells(r) for r in TRICKY]
 
 
@@ -170,7 +170,7 @@ def test_xlsx_cells_are_strings_and_layout(run_file: Path, tmp_path: Path) -> No
     assert first[column["index"]] == 0 and isinstance(first[column["index"]], int)
     assert first[column["venue"]] == "NeurIPS 2025 论文列表"
     assert sheet[2][column["abstract"]].alignment.wrap_text
-    assert sheet.column_dimensions[get_column_letter(column["abstract"] + 1)].width == 80
+    assert sheet.column_dimensions[get_column_letter(column["abstract"] + 1)].width == 60
     counts = book["counts"]
     values = [tuple(c.value for c in row) for row in counts.iter_rows(min_row=2)]
     # ok rows 0, 1, 3: optimization ×2, other ×1; the error row only in the status line.

@@ -529,3 +529,11 @@ def test_a_folder_of_only_tagger_files_says_so_and_asks_no_extraction(tmp_path: 
 
 def test_an_empty_folder_says_it_is_empty(tmp_path: Path) -> None:
     assert "this directory (it is empty)" in str(raises_at_dir(tmp_path))
+
+
+def test_a_folder_of_a_thousand_kinds_is_said_in_one_short_line(tmp_path: Path) -> None:
+    for i in range(30):
+        write(tmp_path / f"f{i}.x{i}", "x")
+    text = str(raises_at_dir(tmp_path))
+    assert "skipped 30 files:" in text and "24 files of 24 other kinds" in text
+    assert len(text) < 400

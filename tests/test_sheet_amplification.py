@@ -31,14 +31,15 @@ def _shared_string_sheet(path: Path, rows: int, text: str) -> Path:
     )
     body = [f'<row r="1">{header}</row>']
     for n in range(2, rows + 2):
-        body.append(
-            f'<row r="{n}"><c r="{column["reviewed"]}{n}" t="inlineStr"><is><t>y</t></is></c>'
-            f'<c r="{column["id"]}{n}" t="inlineStr"><is><t>id{n}</t></is></c>'
-            f'<c r="{column["task_area"]}{n}" t="inlineStr"><is><t>other</t></is></c>'
-            f'<c r="{column["method_tags"]}{n}" t="inlineStr"><is><t>transformer</t></is></c>'
-            f'<c r="{column["summary"]}{n}" t="inlineStr"><is><t>A summary.</t></is></c>'
-            f'<c r="{column["abstract"]}{n}" t="s"><v>0</v></c></row>'
-        )
+        values = {"reviewed": "y", "id": f"id{n}", "task_area": "other",
+                  "method_tags": "transformer", "summary": "A summary."}  # fmt: skip
+        cells = {
+            name: f'<c r="{column[name]}{n}" t="inlineStr"><is><t>{value}</t></is></c>'
+            for name, value in values.items()
+        }
+        cells["abstract"] = f'<c r="{column["abstract"]}{n}" t="s"><v>0</v></c>'
+        ordered = "".join(cells[name] for name in SHEET_COLUMNS if name in cells)
+        body.append(f'<row r="{n}">{ordered}</row>')
     parts = {
         "[Content_Types].xml": (
             f'<Types xmlns="{_PKG}/content-types">'

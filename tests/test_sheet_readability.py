@@ -19,15 +19,20 @@ from openpyxl.utils import get_column_letter, range_boundaries
 from typer.testing import CliRunner
 
 from tagger.cli.app import app
-from tagger.files.sheetlayout import LINE_HEIGHT
+from tagger.files.sheetlayout import (
+    LINE_HEIGHT,
+    MIN_PRINT_SCALE,
+    columns_points,
+    printable_width,
+)
 from tests.harness import PROMPTS_DIR
 
 runner = CliRunner()
 AREAS = ("causal_inference", "neuroscience_and_cognitive_science", "optimization", "privacy")
-# Characters per column-width unit, a little below what the widest common sheet font fits
-# (DejaVu Sans, LibreOffice's stand-in for Calibri: 1.17, measured on a render; Calibri fits
-# more), so heights that hold text at this rate hold it everywhere.
-WIDE_FONT_CHARS_PER_UNIT = 1.1
+# Characters per column-width unit, a little below what the common sheet fonts fit (DejaVu Sans,
+# LibreOffice's stand-in for Calibri: 1.17, measured on a render; Carlito, Calibri's metrics,
+# the same), so heights that hold text at this rate hold it everywhere.
+WIDE_FONT_CHARS_PER_UNIT = 1.12
 EMU_PER_CM = 360_000
 SENTENCE = "Momentum methods converge faster on smooth problems with noisy gradients. "
 
@@ -117,27 +122,77 @@ def test_wrapped_text_has_a_row_height_that_holds_it(books: dict[str, Path]) -> 
     assert checked > 40  # abstracts, summaries, titles, tags, notes
 
 
-def test_every_sheet_prints_landscape_fit_to_width_with_its_header(
+READING = ("reviewed", "task_area", "method_tags", "summary", "title", "abstract")
+PORTRAIT = ("counts", "design")  # tall and narrow tables
+
+
+def test_every_sheet_prints_on_a4_with_its_header_review_sheets_at_a_readable_scale(
     books: dict[str, Path],
 ) -> None:
+    review_sheets = 0
     for name, path in books.items():
         for sheet in load_workbook(path).worksheets:
             where = f"{name} {sheet.title}"
             setup = sheet.page_setup
-            assert sheet.sheet_properties.pageSetUpPr.fitToPage, where
-            assert (setup.fitToWidth, setup.fitToHeight) == (1, 0), where
-            if sheet.title in ("counts", "design"):
-                continue  # tall and narrow: portrait
-            assert setup.orientation == "landscape", where
-            if not sheet.title.startswith("confidence"):  # two tables: no single header
+            assert int(setup.paperSize) == int(sheet.PAPERSIZE_A4), where
+            assert setup.orientation == ("portrait" if sheet.title in PORTRAIT else "landscape")
+            if not sheet.title.startswith(("confidence", "design")):  # no single header row
                 assert sheet.print_title_rows == "$1:$1", where
+            header = [cell.value for cell in sheet[1]]
+            if "abstract" not in header:  # a report: one page wide
+                assert sheet.sheet_properties.pageSetUpPr.fitToPage, where
+                assert (setup.fitToWidth, setup.fitToHeight) == (1, 0), where
+                continue
+            review_sheets += 1
+            # The reading columns first, across one page at >= 70%; the rest on later pages.
+            assert tuple(h for h in header[: header.index("abstract") + 1] if h in READING) == (
+                READING
+            ), where
+            assert not sheet.sheet_properties.pageSetUpPr.fitToPage, where
+            assert MIN_PRINT_SCALE <= setup.scale <= 100, where
+            assert setup.pageOrder == "downThenOver", where
+            assert not sheet.print_area, where  # every column prints, the rest after
+            shown = [
+                width_of(sheet, c)
+                for c in range(1, header.index("abstract") + 2)
+                if not sheet.column_dimensions[get_column_letter(c)].hidden
+            ]
+            across = columns_points(shown) * setup.scale / 100
+            assert across <= printable_width(landscape=True), where
+    assert review_sheets == 2  # export and sample
 
 
-def test_review_sheet_prints_the_reviewed_columns(books: dict[str, Path]) -> None:
-    sheet = load_workbook(books["review"]).worksheets[0]
-    header = [cell.value for cell in sheet[1]]
-    last = get_column_letter(header.index("abstract") + 1)
-    assert sheet.print_area == f"'review'!$A$1:${last}${sheet.max_row}"
+def test_rows_are_not_much_taller_than_their_text(books: dict[str, Path]) -> None:
+    # Prose in Calibri's metrics fits 1.24 characters per width unit (less padding: ~1.17);
+    # a row may be a line taller than that, and a quarter more at most.
+    checked = 0
+    for name in ("review", "sample"):
+        sheet = load_workbook(books[name]).worksheets[0]
+        for r in range(2, sheet.max_row + 1):
+            height = sheet.row_dimensions[r].height
+            if height is None:
+                continue
+            lines = 1
+            for cell in sheet[r]:
+                if isinstance(cell.value, str) and cell.alignment.wrap_text:
+                    per_line = width_of(sheet, cell.column) * 1.17
+                    lines = max(lines, math.ceil(len(cell.value) / per_line))
+            assert height <= 1.25 * (lines + 1) * LINE_HEIGHT, f"{name} row {r}: {height} pt"
+            checked += 1
+    assert checked > 30
+
+
+def test_sheets_with_charts_print_no_empty_grid_beside_them(books: dict[str, Path]) -> None:
+    sheets = 0
+    for name, path in books.items():
+        for sheet in load_workbook(path).worksheets:
+            if not sheet._charts:
+                continue
+            sheets += 1
+            assert not sheet.print_options.gridLines, f"{name} {sheet.title}"
+            corner = sheet.cell(row=1, column=1)
+            assert corner.border.left.style == "thin", f"{name} {sheet.title}"
+    assert sheets >= 3
 
 
 def test_confidence_columns_are_hidden_when_no_row_has_one(tmp_path: Path) -> None:
@@ -203,3 +258,14 @@ def test_review_sheet_header_notes_say_what_gold_import_accepts(books: dict[str,
     assert "; or ," in notes["method_tags"]
     assert "35 words" in notes["summary"]
     assert "y" in notes["reviewed"]
+
+
+def test_hostile_run_rows_still_print_the_reading_columns_at_70_percent(tmp_path: Path) -> None:
+    rows = run_rows(3)
+    rows[0]["task_area"] = "x" * 300  # a run file is data: any length
+    rows[1]["task_area_confidence"] = 0.123456789012345
+    rows[2]["reviewed"] = "y" * 200
+    path = tmp_path / "review.xlsx"
+    invoke("export", write(tmp_path / "run.jsonl", rows), "-o", path)
+    setup = load_workbook(path).worksheets[0].page_setup
+    assert setup.scale >= MIN_PRINT_SCALE

@@ -99,3 +99,11 @@ def test_the_advice_for_an_output_of_another_format_is_commands_that_work(
     done = tagger_cli.invoke(export[1:])
     assert done.exit_code == 0, done.output
     assert Path(export[-1]).stat().st_size > 0
+
+
+def test_an_output_name_with_a_line_break_is_said_on_one_line(tagger_cli: TaggerCLI) -> None:
+    name = tagger_cli.tmp / "bad\nError: forged.json"
+    result = tagger_cli.run(out=name)
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert "bad\\nError: forged.jsonl" in line

@@ -115,3 +115,11 @@ def test_an_untrusted_certificate_is_said_as_such() -> None:
     message = tls_message(error, "https://gpu-box:8000/v1")
     assert "certificate verify failed: self-signed certificate" in message
     assert "SSL_CERT_FILE" in message
+
+
+def test_a_certificate_for_another_name_says_so() -> None:
+    error = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    error.verify_message = "IP address mismatch, certificate is not valid for '10.0.0.5'."  # type: ignore[misc]
+    error.verify_code = 64  # type: ignore[misc]
+    message = tls_message(error, "https://10.0.0.5:8000/v1")
+    assert "issued for another name" in message and "valid for '10.0.0.5')" in message

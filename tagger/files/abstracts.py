@@ -24,6 +24,7 @@ _ONE_OBJECT = 'write one {"abstract": "..."} object per line'
 _MAX_HEADER_CHARS = 200
 _WROTE = "tagger wrote"
 _NOT_READ = "not a file tagger reads"
+_KINDS_SAID = 6
 # A .json input is read whole (an array cannot be streamed): larger ones belong in .jsonl.
 MAX_JSON_BYTES = 512 * 1024 * 1024
 log = logging.getLogger(__name__)
@@ -153,10 +154,14 @@ def skipped_kinds(skipped: Sequence[tuple[Path, str]]) -> str:
         kind = (own, why.removesuffix(_WROTE).strip() if own else _kind(path))
         counts[kind] = counts.get(kind, 0) + 1
     ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-    return ", ".join(
+    said = [
         f"{plural(count, kind)} {_WROTE}" if own else f"{count} {kind}"
-        for (own, kind), count in ranked
-    )
+        for (own, kind), count in ranked[:_KINDS_SAID]
+    ]
+    if len(ranked) > _KINDS_SAID:  # a folder of a thousand suffixes: one line all the same
+        rest = sum(count for _, count in ranked[_KINDS_SAID:])
+        said.append(f"{plural(rest, 'file')} of {len(ranked) - _KINDS_SAID} other kinds")
+    return ", ".join(said)
 
 
 def _nothing_to_read(skipped: list[tuple[Path, str]], entries: list[Path]) -> str:

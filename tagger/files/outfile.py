@@ -235,10 +235,13 @@ def _suffix_advice(output: Path) -> str:
 
 
 def _quoted(path: Path) -> str:
-    """A path as a shell word: copied into a command, it names the same file."""
+    """A path as a shell word: copied into a command, it names the same file (a line break or
+    another control character in it is shown escaped: the message stays one line)."""
     import shlex
 
-    return shlex.quote(str(path))
+    from tagger.terminal import one_line
+
+    return one_line(shlex.quote(str(path)))
 
 
 def _check_replaceable(output: Path) -> None:

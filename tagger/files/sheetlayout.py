@@ -15,9 +15,12 @@ from typing import Any
 LINE_HEIGHT = 15.0
 ROW_PADDING = 3.0
 MAX_ROW_HEIGHT = 409.0  # Excel's largest row height, in points
-# A column width unit is one "0"; running text averages a little narrower, and a wrapped line
-# loses up to a word at its end: estimate lines generously, so that text is never cut.
-_CHARS_PER_UNIT = 1.1
+# A column width unit is one "0" of the default font. Prose in Calibri's metrics (Carlito) and in
+# DejaVu Sans (LibreOffice's stand-in without them) averages 1.24-1.26 characters per "0"
+# (measured on the seed abstracts); less the cell's padding, 1.15 per unit. A wrapped line loses
+# up to a word at its end: LINE_SLACK characters. Generous enough that text is never cut, close
+# enough that a row is not much taller than its text.
+_CHARS_PER_UNIT = 1.15
 _LINE_SLACK = 3
 MIN_WIDTH, MAX_WIDTH = 6.0, 60.0
 # A long header ("task_area_runner_up_confidence") wraps rather than widen a column of numbers.
@@ -65,16 +68,75 @@ def set_row_heights(sheet: Any, wrapped: Sequence[int], first_row: int = 2) -> N
             sheet.row_dimensions[r].height = height
 
 
-def print_setup(sheet: Any, *, header_rows: int = 1, landscape: bool = True) -> None:
-    """Landscape, fit to one page wide (as many tall as needed), header rows on every page."""
+# A4, with margins of MARGIN_INCHES left and right: the width a page prints, in points.
+A4_POINTS = (595.0, 842.0)  # portrait width, height
+MARGIN_INCHES = 0.4
+MIN_PRINT_SCALE = 70  # percent: below it text is too small to read on paper
+# openpyxl's (and Excel's) default font: a width unit is 7 pixels, plus 5 of padding per column.
+_PIXELS_PER_UNIT, _COLUMN_PADDING_PIXELS, _POINTS_PER_PIXEL = 7, 5, 0.75
+# Excel and LibreOffice convert widths a little differently: keep this much of the page spare,
+# so that the last reading column is never pushed onto the next page.
+_SPARE = 0.97
+
+
+def printable_width(*, landscape: bool) -> float:
+    """Points across an A4 page inside its left and right margins."""
+    width = A4_POINTS[1] if landscape else A4_POINTS[0]
+    return width - 2 * 72 * MARGIN_INCHES
+
+
+def columns_points(widths: Iterable[float]) -> float:
+    """Points that columns of these widths (in "0" units) take at 100%."""
+    pixels = sum(_PIXELS_PER_UNIT * width + _COLUMN_PADDING_PIXELS for width in widths)
+    return pixels * _POINTS_PER_PIXEL
+
+
+def print_scale(widths: Iterable[float], *, landscape: bool = True) -> int:
+    """The largest whole percent (at most 100) at which these columns fit one page across."""
+    needed = columns_points(widths)
+    if needed <= 0:
+        return 100
+    return max(
+        10, min(100, math.floor(100 * _SPARE * printable_width(landscape=landscape) / needed))
+    )
+
+
+def print_setup(
+    sheet: Any, *, header_rows: int = 1, landscape: bool = True, scale: int | None = None
+) -> None:
+    """A4, header rows on every page; fit to one page wide, or at `scale` percent, the columns
+    beyond the page's width printed on the following pages (after every row's first page)."""
+    from openpyxl.worksheet.page import PageMargins
+
     sheet.page_setup.orientation = "landscape" if landscape else "portrait"
     sheet.page_setup.paperSize = sheet.PAPERSIZE_A4
-    sheet.page_setup.fitToWidth = 1
-    sheet.page_setup.fitToHeight = 0  # 0: as many pages down as it takes
-    sheet.sheet_properties.pageSetUpPr.fitToPage = True
+    sheet.page_margins = PageMargins(
+        left=MARGIN_INCHES, right=MARGIN_INCHES, top=0.6, bottom=0.6, header=0.3, footer=0.3
+    )
+    if scale is None:
+        sheet.page_setup.fitToWidth = 1
+        sheet.page_setup.fitToHeight = 0  # 0: as many pages down as it takes
+        sheet.sheet_properties.pageSetUpPr.fitToPage = True
+    else:
+        sheet.sheet_properties.pageSetUpPr.fitToPage = False
+        sheet.page_setup.scale = scale
+        sheet.page_setup.pageOrder = "downThenOver"  # the reading columns of every row first
     if header_rows:
         sheet.print_title_rows = f"1:{header_rows}"
     sheet.print_options.gridLines = True
+
+
+def border_table(sheet: Any) -> None:
+    """Thin borders around the cells of a sheet's table, and no printed gridlines: a sheet
+    with charts would otherwise print an empty grid beside and under them."""
+    from openpyxl.styles import Border, Side
+
+    thin = Side(style="thin", color="BFBFBF")
+    edge = Border(left=thin, right=thin, top=thin, bottom=thin)
+    for row in sheet.iter_rows(min_row=1, max_row=sheet.max_row, max_col=sheet.max_column):
+        for cell in row:
+            cell.border = edge
+    sheet.print_options.gridLines = False
 
 
 def nice_step(largest: float, ticks: int = 6) -> int:

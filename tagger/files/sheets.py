@@ -14,11 +14,20 @@ from tagger.errors import OutputError, UsageError
 from tagger.files.atomic import write_atomic_with
 from tagger.files.csvrows import allow_long_cells, csv_problem, guess_delimiter
 from tagger.files.ownfiles import XLSX_CREATOR
-from tagger.files.sheetlayout import fit_width, print_setup, row_height
+from tagger.files.sheetlayout import (
+    MAX_WIDTH,
+    border_table,
+    fit_width,
+    print_scale,
+    print_setup,
+    row_height,
+)
 
+# The columns a reviewer reads come first, `reviewed` to `abstract`: on paper they fill the first
+# page across at a readable scale; the run's bookkeeping follows (on screen, and on later pages).
 SHEET_COLUMNS = (
-    "reviewed", "id", "task_area", "task_area_confidence", "task_area_runner_up",
-    "task_area_runner_up_confidence", "method_tags", "summary", "title", "abstract", "source",
+    "reviewed", "task_area", "task_area_confidence", "method_tags", "summary", "title",
+    "abstract", "id", "task_area_runner_up", "task_area_runner_up_confidence", "source",
     "index", "venue", "year", "status", "error", "model", "prompt", "prompt_version",
     "prompt_hash", "taxonomy_version", "cached",
 )  # fmt: skip
@@ -31,10 +40,13 @@ NEUTRAL_PREFIX = "'"
 
 Cell = str | int | float | None
 _WIDE = {
-    "abstract": 80, "summary": 40, "title": 32, "method_tags": 28, "error": 40,
+    "abstract": 60, "summary": 32, "title": 24, "method_tags": 22, "error": 40,
     "summary_a": 40, "summary_b": 40, "tags_a": 28, "tags_b": 28, "tags_removed": 24,
     "tags_added": 24,
 }  # fmt: skip
+# At most this wide (the longest area id is 34 characters): whatever a run file holds, the
+# reading columns still fit one page across at MIN_PRINT_SCALE; longer text wraps.
+_NARROW = {"task_area": 36.0, "task_area_confidence": 12.0, "reviewed": 12.0}
 _WRAP = frozenset(_WIDE)
 _PRINT_THROUGH = "abstract"
 # Hidden when no row has a value: a run without log-probabilities has no confidences.
@@ -208,7 +220,10 @@ def _write_xlsx(
             header.comment = Comment((notes or {})[name], "tagger", width=320, height=110)
     texts = [[_shown(value) for value in row] for row in cells]
     widths = [
-        float(_WIDE.get(name) or fit_width(name, (row[c] for row in texts)))
+        float(
+            _WIDE.get(name)
+            or fit_width(name, (row[c] for row in texts), _NARROW.get(name, MAX_WIDTH))
+        )
         for c, name in enumerate(columns)
     ]
     longest = [max((len(row[c]) for row in texts), default=0) for c in range(len(columns))]
@@ -230,18 +245,20 @@ def _write_xlsx(
     for col, name in enumerate(columns, start=1):
         dimension = sheet.column_dimensions[get_column_letter(col)]
         dimension.width = widths[col - 1]
-        if name in _HIDE_WHEN_EMPTY and not longest[col - 1]:
+        if _hidden(name, longest[col - 1]):
             dimension.hidden = True
     header_height = row_height((name, widths[c]) for c, name in enumerate(columns))
     if header_height is not None:
         sheet.row_dimensions[1].height = header_height
     sheet.freeze_panes = "A2"
     sheet.auto_filter.ref = f"A1:{get_column_letter(len(columns))}{len(cells) + 1}"
-    print_setup(sheet)
     if _PRINT_THROUGH in columns:
-        # On paper, the columns a reviewer reads; the run's bookkeeping stays on screen.
-        last = get_column_letter(columns.index(_PRINT_THROUGH) + 1)
-        sheet.print_area = f"A1:{last}{len(cells) + 1}"
+        # The reading columns across the first page at a readable scale; the rest after them.
+        reading = range(columns.index(_PRINT_THROUGH) + 1)
+        shown = [widths[c] for c in reading if not _hidden(columns[c], longest[c])]
+        print_setup(sheet, scale=print_scale(shown))
+    else:
+        print_setup(sheet)
     if counts is not None:
         summary = book.create_sheet("counts")
         for col, name in enumerate(("kind", "name", "abstracts"), start=1):
@@ -262,9 +279,16 @@ def _write_xlsx(
     save_book(book, path)
 
 
+def _hidden(column: str, longest: int) -> bool:
+    return column in _HIDE_WHEN_EMPTY and not longest
+
+
 def save_book(book: Any, path: Path) -> None:
     """Save an openpyxl workbook marked as tagger's, whole, never through a planted link."""
     book.properties.creator = XLSX_CREATOR  # how a folder scan knows tagger wrote it
+    for sheet in book.worksheets:
+        if sheet._charts:  # openpyxl keeps a sheet's charts only there
+            border_table(sheet)
     try:
         write_atomic_with(path, book.save)
     except OutputError as exc:

@@ -4,9 +4,10 @@ for `tagger.tag()` (rich draws it there too)."""
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from rich.console import Console
 from rich.progress import (
@@ -161,3 +162,37 @@ class BarProgress:
         self.stats = stats
         if self._progress is not None:
             self._progress.refresh()
+
+
+class TextProgress(BarProgress):
+    """The same counts as plain text lines, for a notebook where rich cannot draw (Jupyter
+    without ipywidgets): "tagging 12/57 · ok 12 · failed 0 · not run 0", rewritten in place
+    (a carriage return) at most every `every` seconds, then the last state on its own line."""
+
+    def __init__(self, stream: TextIO, total: int, *, every: float = 1.0) -> None:
+        super().__init__(Console(file=stream, width=10_000), total, show=False)
+        self.stream = stream
+        self.every = every
+        self._said = -math.inf
+
+    def started(self, live: Callable[[], LiveCounts]) -> None:
+        """Say the run began, with nothing done yet."""
+        super().started(live)
+        self._say(end="\r")
+
+    def answered(self, status: Status) -> None:
+        """Count it; say the counts if the last line is old enough."""
+        super().answered(status)
+        if time.monotonic() - self._said >= self.every:
+            self._say(end="\r")
+
+    def finished(self, stats: RunStats) -> None:
+        """Say the final counts and end the line."""
+        super().finished(stats)
+        self._say(end="\n")
+
+    def _say(self, *, end: str) -> None:
+        done = self.counts[Status.OK] + self.counts[Status.FAILED]
+        self.stream.write(f"tagging {done}/{self.total} · {self.status_line()}{end}")
+        self.stream.flush()
+        self._said = time.monotonic()

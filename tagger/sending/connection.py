@@ -1,5 +1,5 @@
-"""Why a connection failed, read from the exception chain: a TLS handshake that failed, a
-connection that was never made in time, or a server that answered nothing.
+"""Why requests fail before any answer: a TLS handshake that failed, a connection never made
+in time (read from the exception chain), or a base URL that is not the API's root.
 
 Both transports end in openai.APIConnectionError or APITimeoutError (aiohttp even reports a
 refused TLS handshake as a timeout); the cause is further down the chain, so it is read there.
@@ -7,12 +7,15 @@ refused TLS handshake as a timeout); the cause is further down the chain, so it 
 
 from __future__ import annotations
 
+import re
 import ssl
 from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 # httpx's ConnectTimeout, aiohttp's ConnectionTimeoutError (its read timeouts are others).
 _CONNECT_TIMEOUTS = frozenset({"ConnectTimeout", "ConnectionTimeoutError"})
+# OpenSSL's X509_V_ERR_HOSTNAME_MISMATCH and X509_V_ERR_IP_ADDRESS_MISMATCH.
+_NAME_MISMATCH = frozenset({62, 64})
 _MAX_CHAIN = 12  # causes followed at most (a chain is finite, but not trusted to be short)
 _PLAIN = "if the server speaks plain HTTP (local servers usually do), use --base-url {url}"
 
@@ -54,17 +57,27 @@ def plain_http(url: str) -> str | None:
 def tls_reason(error: ssl.SSLError) -> str:
     """'wrong version number', 'certificate verify failed: self-signed certificate', ..."""
     if isinstance(error, ssl.SSLCertVerificationError) and error.verify_message:
-        return f"certificate verify failed: {error.verify_message}"
+        return f"certificate verify failed: {str(error.verify_message).rstrip('.')}"
     reason = getattr(error, "reason", None)
     if isinstance(reason, str) and reason:
         return reason.replace("_", " ").lower()
     return " ".join(str(error).split())[:120] or type(error).__name__
 
 
+def _verify_code(error: ssl.SSLCertVerificationError) -> int | None:
+    code = getattr(error, "verify_code", None)  # set by the ssl module, not by every raiser
+    return code if isinstance(code, int) else None
+
+
 def tls_message(error: ssl.SSLError, where: str) -> str:
     """What to tell a user whose TLS handshake failed, and what to try."""
     reason = tls_reason(error)
-    if isinstance(error, ssl.SSLCertVerificationError):
+    if isinstance(error, ssl.SSLCertVerificationError) and _verify_code(error) in _NAME_MISMATCH:
+        advice = (
+            "its certificate was issued for another name: put that name in --base-url, "
+            "or use http:// for a server on your own network"
+        )
+    elif isinstance(error, ssl.SSLCertVerificationError):
         advice = (
             "its certificate is not one this machine trusts: give it a trusted one, point "
             "SSL_CERT_FILE at its CA bundle, or use http:// for a server on your own network"
@@ -94,4 +107,42 @@ def no_connection_message(
     return (
         f"no connection to {where} within {seconds:g} s ({attempts} tries): is the host up and "
         "the port open? check --base-url / OPENAI_BASE_URL"
+    )
+
+
+# Paths people paste where the base URL goes: an endpoint, not the API's root.
+_ENDPOINTS = ("/chat/completions", "/completions", "/responses", "/models", "/embeddings")
+_VERSIONED = re.compile(r"/v\d+(?:beta\d*|alpha\d*)?(?:/openai)?$", re.IGNORECASE)
+
+
+def suggested_base_url(url: str) -> str | None:
+    """The base URL an OpenAI-compatible server most likely has, when this one is not it:
+    an endpoint's path cut off (`…/v1/chat/completions` → `…/v1`), a missing `/v1` added
+    (`http://host:8000` → `http://host:8000/v1`); None when the URL already looks right."""
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    for endpoint in _ENDPOINTS:
+        if path.lower().endswith(endpoint):
+            path = path[: -len(endpoint)]
+            break
+    if path.lower().endswith("/api"):  # Ollama's own API; its OpenAI one is at /v1
+        path = path[: -len("/api")]
+    if not _VERSIONED.search(path):
+        path += "/v1"
+    suggested = urlunsplit(parts._replace(path=path))
+    return None if suggested == url.rstrip("/") else suggested
+
+
+def wrong_base_url_message(where: str, model: str) -> str:
+    """Both the chat request and GET /models were 404: the URL, not the model, is wrong."""
+    suggested = suggested_base_url(where)
+    advice = (
+        f"try --base-url {suggested}"
+        if suggested
+        else "check --base-url / OPENAI_BASE_URL against the server's documentation"
+    )
+    return (
+        f"{where} answered HTTP 404 both to the chat request and to GET /models, so the base "
+        f"URL is wrong rather than the model '{model}' (OpenAI-compatible servers usually end "
+        f"in /v1): {advice}"
     )
