@@ -34,6 +34,8 @@ def public_url(url: str) -> str:
     """Return url without user:password and query string, safe to record."""
     parts = urlsplit(url)
     host = parts.hostname or ""
+    if ":" in host:  # IPv6: the brackets are part of the URL (http://[::1]:8000)
+        host = f"[{host}]"
     if parts.port:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path, "", ""))

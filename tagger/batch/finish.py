@@ -104,6 +104,10 @@ async def write_rows(
         live=live or config.batch.finish_live,
     )
     runner = LiveRunner(plan, tagger, client, cache, writer, progress, prices)
+    # The job's answers reach the rows through the cache; they were paid for by its batches.
+    answered = {key for key, item in job.items.items() if item.status == "ok"}
+    runner.paid_elsewhere = answered.__contains__
+    runner.floor_batch = True
     try:
         stats = await runner.run(scan.abstracts())
     finally:
@@ -137,6 +141,9 @@ def add_batch_part(stats: RunStats, job: JobState, prices: PriceTable, model: st
     stats.repairs += job.repairs
     stats.usage += batch_usage
     stats.cost = None if batch_cost is None or live_part is None else batch_cost + live_part
+    batch_parts = prices.cost_parts(model, batch_usage, batch=True)
+    if batch_parts is not None and stats.cost_parts is not None:
+        stats.cost_parts = {k: v + batch_parts[k] for k, v in stats.cost_parts.items()}
     live_cost = None if at_live_prices is None or live_part is None else at_live_prices + live_part
     return BatchCosts(batch_usage, stats.cost, live_cost)
 

@@ -423,6 +423,8 @@ def _record(
         if name in _KNOWN:
             known[name] = value
         else:
+            if isinstance(value, str) and not value.isascii():
+                _no_surrogate(path, line, str(key), value)
             extra[key] = value
     if "abstract" not in known:
         raise InputError(path, line, f"no 'abstract' {kind}: add an \"abstract\" string")
@@ -441,9 +443,26 @@ def _record(
     )
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _no_surrogate(path: Path, line: int, name: str, value: str) -> None:
+    """InputError for a lone surrogate (JSON's "\\ud800"): no character, it cannot be written
+    as UTF-8, so the row (paid for) could never be stored or written."""
+    if found := _SURROGATE.search(value):
+        raise InputError(
+            path,
+            line,
+            f"{name!a} holds {found.group()!a}, half of a UTF-16 pair and no character: "
+            "fix the text (a JSON writer split an emoji?)",
+        )
+
+
 def _optional(path: Path, line: int, name: str, value: Any) -> str | None:
     """Return an optional field as stripped text, None if blank, checking its type."""
     if isinstance(value, str):  # the common case first: this runs for every field of a line
+        if not value.isascii():
+            _no_surrogate(path, line, name, value)
         return value.strip() or None
     ints_ok = name in ("id", "year")
     if ints_ok and isinstance(value, int) and not isinstance(value, bool):

@@ -33,7 +33,10 @@ BULK_KEYS = 256
 MAX_ENTRY_CHARS = 1_000_000
 # Diskcache's own query in Cache.get (its fast path: no statistics, no eviction), for many keys.
 _SELECT_MANY = (
-    "SELECT key, mode, filename, CASE WHEN length(value) <= ? THEN value END FROM Cache"
+    # Bytes, not length(value): SQLite counts a text's characters up to its first NUL, so a
+    # planted "\0" + 500 MB would pass as 0 long and be read whole.
+    "SELECT key, mode, filename, CASE WHEN typeof(value) = 'text'"
+    " AND length(CAST(value AS BLOB)) <= ? THEN value END FROM Cache"
     " WHERE raw = 1 AND key IN ({marks}) AND (expire_time IS NULL OR expire_time > ?)"
 )
 
