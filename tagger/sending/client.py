@@ -21,7 +21,7 @@ from tagger.errors import (
     SendingStopped,
 )
 from tagger.pipeline.request import build_request
-from tagger.redact import public_url, redact
+from tagger.redact import public_url, redact, safe_text
 from tagger.sending.connection import listing_not_found, wrong_base_url_message
 from tagger.sending.gate import GateSnapshot, SendGate
 from tagger.sending.models import check_model_offered, names_deployments, offered_models_hint
@@ -250,7 +250,7 @@ class LLMClient:
 
         if not isinstance(exc, openai.APIStatusError) or is_format_rejection(exc, mode):
             return False
-        message = redact(server_message(exc), self._secret)
+        message = safe_text(server_message(exc), self._secret)
         refusal = refusal_of(exc.status_code, exc.body, message, body)
         if refusal is None:
             return False
@@ -311,8 +311,9 @@ class LLMClient:
         """The reply; fatal if it is no chat completion."""
         try:
             # Read by tagger's bounded reader, not the SDK's json: junk numbers and nesting
-            # become a row's problem, never an exception; the key is hidden wherever echoed.
-            reply = reply_from_text(redact(raw.http_response.text, self._secret))
+            # become a row's problem, never an exception; the key is hidden wherever echoed,
+            # in the decoded text (escapes such as \\u0073k- are the key too).
+            reply = reply_from_text(raw.http_response.text, self._secret)
         except (ValueError, TypeError, AttributeError, IndexError):
             content_type = raw.headers.get("content-type", "no content type").split(";")[0]
             what = "an HTML page" if "html" in content_type else f"a {content_type} body"
