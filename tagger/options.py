@@ -58,7 +58,8 @@ ENVIRONMENT: dict[str, str] = {
 
 
 def dotenv_path() -> Path:
-    """The `.env` file a run reads its settings from: the nearest one, here or above."""
+    """The `.env` file a run reads its settings from: the nearest one, here or above, inside
+    the boundary tagger.project draws (ConfigError if the one found is not the user's own)."""
     from tagger.project import find_dotenv
 
     return find_dotenv() or Path.cwd() / ".env"
@@ -279,8 +280,6 @@ def _option_problem(location: tuple[int | str, ...], message: str) -> str:
 
 def _read_dotenv(path: Path) -> dict[str, str]:
     """The settings in a `.env` file, without putting them into the process environment."""
-    if not path.is_file():
-        return {}
-    from dotenv import dotenv_values
+    from tagger.project import read_dotenv
 
-    return {name: value for name, value in dotenv_values(path).items() if value is not None}
+    return read_dotenv(path)

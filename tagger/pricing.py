@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tagger.errors import ConfigError
+from tagger.promptcache import CacheRule, parse_cache_rule
 from tagger.usage import Usage
 
 # Characters per token for English-like text; CJK characters count about one token each.
@@ -74,9 +75,12 @@ def estimate_tokens(
 class PriceTable:
     """Per-model prices: the shipped list (tagger/data/prices.toml) plus the user's overrides."""
 
-    def __init__(self, overrides: Mapping[str, Price] | None = None) -> None:
+    def __init__(
+        self, overrides: Mapping[str, Price] | None = None, cache_rule: CacheRule | None = None
+    ) -> None:
         self._bundled = bundled_prices()
         self._prices = {**self._bundled, **(overrides or {})}
+        self._cache_rule = cache_rule or bundled_cache_rule()
 
     @classmethod
     def load(cls, path: Path | None) -> PriceTable:
@@ -87,7 +91,15 @@ class PriceTable:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{path}: cannot read price file ({exc.__class__.__name__})") from exc
-        return cls(parse_prices(text, str(path)))
+        return cls(
+            parse_prices(text, str(path)), parse_cache_rule(_toml(text, str(path)), str(path))
+        )
+
+    def cache_rule(self, model: str) -> CacheRule | None:
+        """The prompt-cache rule a model's requests are estimated with: None if its price has
+        no cached-input price (then nothing is billed as cached) or it is not priced at all."""
+        price = self.price(model)
+        return None if price is None or price.cached_input is None else self._cache_rule
 
     def entry(self, model: str) -> str | None:
         """The row a model is priced by: its own, or its family's for a dated snapshot."""
@@ -155,6 +167,11 @@ class PriceTable:
             output=batch.output if live.flex_output is None else live.flex_output,
         )
 
+    def _priced(self, model: str, *, batch: bool, flex: bool) -> Price | None:
+        if batch:
+            return self.batch_price(model)
+        return self.flex_price(model) if flex else self.price(model)
+
     def cost(
         self, model: str, usage: Usage, *, batch: bool = False, flex: bool = False
     ) -> float | None:
@@ -162,32 +179,62 @@ class PriceTable:
 
         Reasoning tokens are part of the completion tokens: billed as output.
         """
-        if batch:
-            price = self.batch_price(model)
-        else:
-            price = self.flex_price(model) if flex else self.price(model)
+        parts = self.cost_parts(model, usage, batch=batch, flex=flex)
+        return None if parts is None else sum(parts.values())
+
+    def cost_parts(
+        self, model: str, usage: Usage, *, batch: bool = False, flex: bool = False
+    ) -> dict[str, float] | None:
+        """Dollars for input, cached input, output and reasoning (output's price); None if the
+        model is not priced. They add up to cost()."""
+        price = self._priced(model, batch=batch, flex=flex)
         if price is None:
             return None
-        prompt = usage.prompt_tokens
-        cached = min(usage.cached_input_tokens, prompt)
+        prompt = max(0, usage.prompt_tokens)
+        cached = min(max(0, usage.cached_input_tokens), prompt)
+        completion = max(0, usage.completion_tokens)
+        reasoning = min(max(0, usage.reasoning_tokens), completion)
         cached_price = price.input if price.cached_input is None else price.cached_input
-        dollars = (prompt - cached) * price.input + cached * cached_price
-        return (dollars + usage.completion_tokens * price.output) / 1_000_000
+        return {
+            "input": (prompt - cached) * price.input / 1_000_000,
+            "cached_input": cached * cached_price / 1_000_000,
+            "output": (completion - reasoning) * price.output / 1_000_000,
+            "reasoning": reasoning * price.output / 1_000_000,
+        }
+
+
+_BUNDLED = "tagger/data/prices.toml"
+
+
+@cache
+def _bundled_text() -> str:
+    return resources.files("tagger").joinpath("data/prices.toml").read_text(encoding="utf-8")
 
 
 @cache
 def bundled_prices() -> dict[str, Price]:
     """The price list shipped with tagger (read once per process)."""
-    text = resources.files("tagger").joinpath("data/prices.toml").read_text(encoding="utf-8")
-    return parse_prices(text, "tagger/data/prices.toml")
+    return parse_prices(_bundled_text(), _BUNDLED)
+
+
+@cache
+def bundled_cache_rule() -> CacheRule:
+    """The prompt-cache rule shipped with tagger (OpenAI's, dated and sourced)."""
+    rule = parse_cache_rule(_toml(_bundled_text(), _BUNDLED), _BUNDLED)
+    assert rule is not None, "tagger/data/prices.toml lost its [prompt_cache] table"
+    return rule
+
+
+def _toml(text: str, where: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where}: not valid TOML ({exc}): {_FORMAT}") from None
 
 
 def parse_prices(text: str, where: str) -> dict[str, Price]:
     """Price rows from a prices file's text; ConfigError naming the file and line if one is bad."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{where}: not valid TOML ({exc}): {_FORMAT}") from None
+    data = _toml(text, where)
     models = data.get("models") if isinstance(data, dict) else None
     if not isinstance(models, dict):
         raise ConfigError(f'{where}: no [models."NAME"] tables: {_FORMAT}')

@@ -29,6 +29,15 @@ class Usage:
             self.reasoning_tokens + other.reasoning_tokens,
         )
 
+    def __sub__(self, other: Usage) -> Usage:
+        """The tokens of this one less the other's (reservations given back)."""
+        return Usage(
+            self.prompt_tokens - other.prompt_tokens,
+            self.completion_tokens - other.completion_tokens,
+            self.cached_input_tokens - other.cached_input_tokens,
+            self.reasoning_tokens - other.reasoning_tokens,
+        )
+
     def as_fields(self) -> dict[str, int]:
         """The counts under the names rows, cache entries and manifests use."""
         return {
@@ -55,3 +64,65 @@ def _count(value: Any) -> int:
 
 
 NO_USAGE = Usage()
+
+
+@dataclass(frozen=True, slots=True)
+class RequestEstimate:
+    """What tagger expects one request to use, and the most it can be billed.
+
+    `completion_tokens` is the expected answer plus the expected reasoning; `completion_limit`
+    the request's token limit (max_tokens or max_completion_tokens: the most a server bills as
+    output, reasoning included); `cached_input_tokens` what the provider's prompt cache is
+    expected to serve (tagger.promptcache).
+    """
+
+    prompt_tokens: int
+    completion_tokens: int
+    reasoning_tokens: int = 0
+    cached_input_tokens: int = 0
+    completion_limit: int | None = None
+
+    @property
+    def tokens(self) -> int:
+        """Prompt plus expected completion tokens (what rate limits count)."""
+        return self.prompt_tokens + self.completion_tokens
+
+    def expected(self) -> Usage:
+        """The usage the request is expected to have (the cost estimate's)."""
+        return Usage(
+            self.prompt_tokens,
+            self.completion_tokens,
+            min(self.cached_input_tokens, self.prompt_tokens),
+            self.reasoning_tokens,
+        )
+
+    def worst(self) -> Usage:
+        """The most it can be billed: nothing cached, every token the limit allows as output."""
+        output = max(self.completion_tokens, self.completion_limit or 0)
+        return Usage(self.prompt_tokens, output, 0, self.reasoning_tokens)
+
+    def limited_by(self, limit: object) -> RequestEstimate:
+        """The same estimate for a body whose token limit is `limit` (None: no limit sent)."""
+        bound = limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+        if bound is not None and bound < 0:
+            bound = None
+        return RequestEstimate(
+            self.prompt_tokens,
+            self.completion_tokens if bound is None else min(self.completion_tokens, bound),
+            self.reasoning_tokens if bound is None else min(self.reasoning_tokens, bound),
+            self.cached_input_tokens,
+            bound,
+        )
+
+
+def at_least(reported: Usage, estimate: Usage) -> Usage:
+    """Each count as reported, but no less than the estimate's (a reply whose usage is junk)."""
+    prompt = max(reported.prompt_tokens, estimate.prompt_tokens)
+    completion = max(reported.completion_tokens, estimate.completion_tokens)
+    return Usage(
+        prompt,
+        completion,
+        # Fewer cached tokens is the dearer reading: never more than were reported.
+        min(reported.cached_input_tokens, prompt),
+        min(max(reported.reasoning_tokens, estimate.reasoning_tokens), completion),
+    )

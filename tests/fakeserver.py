@@ -110,6 +110,41 @@ def count_prompt_tokens(body: dict[str, Any]) -> int:
     return sum(len(_text(m.get("content"))) for m in messages if isinstance(m, dict)) // 4 + 1
 
 
+# OpenAI's prompt caching guide (developers.openai.com/api/docs/guides/prompt-caching, read
+# 2026-12-01): prompts of 1,024 tokens or more are cached by exact prefix; hits come in steps
+# of 128 tokens (1024, 1152, 1280, ...); a structured-output schema is part of that prefix
+# (it "serves as a prefix to the system message"). Writing to the cache costs nothing extra.
+CACHE_MIN_TOKENS = 1024
+CACHE_STEP_TOKENS = 128
+CHARS_PER_TOKEN = 4  # the fake's tokenizer: token i is characters 4i..4i+3 of the prompt text
+
+
+def prompt_text(body: dict[str, Any]) -> str:
+    """What a caching fake tokenizes: the response_format (schema) first, then the messages."""
+    rf = body.get("response_format")
+    schema = json.dumps(rf) if isinstance(rf, dict) and rf.get("type") != "text" else ""
+    messages = body.get("messages") or []
+    return schema + "".join(_text(m.get("content")) for m in messages if isinstance(m, dict))
+
+
+class PromptCache:
+    """OpenAI-style prefix caching, deterministic: a prefix once processed is cached."""
+
+    def __init__(self) -> None:
+        self._seen: set[bytes] = set()
+        self.lock = threading.Lock()
+
+    def cached_tokens(self, text: str) -> int:
+        """The tokens of `text` a hit covers (0 below the minimum), then remember its prefixes."""
+        boundaries = range(CACHE_MIN_TOKENS, len(text) // CHARS_PER_TOKEN + 1, CACHE_STEP_TOKENS)
+        keys = [hashlib.sha256(text[: k * CHARS_PER_TOKEN].encode()).digest() for k in boundaries]
+        with self.lock:
+            hits = (k for k, key in zip(boundaries, keys, strict=True) if key in self._seen)
+            hit = max(hits, default=0)
+            self._seen.update(keys)
+        return hit
+
+
 def fake_answer(text: str, areas: Sequence[str]) -> dict[str, Any]:
     """Deterministic annotation for a first user message, choosing task_area among `areas`."""
     h = int(hashlib.sha256(text.encode()).hexdigest(), 16)
@@ -215,6 +250,9 @@ class FakeLLM:
         self.trickle_interval = 0.2  # "trickle": seconds between the bytes of the answer body
         self.keep_bodies = True  # False: record requests without their JSON bodies
         self.cached_prefix_tokens = 0  # reported as usage.prompt_tokens_details.cached_tokens
+        # Bill as OpenAI does: the schema counts as prompt, prefixes are cached (PromptCache).
+        # On by default with openai_rules; cached_prefix_tokens > 0 overrides the cache.
+        self.prompt_cache: PromptCache | None = PromptCache() if openai_rules else None
         # Asked for logprobs: "ok" answers with tokens (tests/fakelogprobs.py), "ignore" sends
         # none (logprobs: null), "reject_400" refuses the request like a server without them.
         self.logprobs_support = "ok"
@@ -616,7 +654,7 @@ class FakeLLM:
         """A chat body's live reply (fault None: draw the next), without limits or waits."""
         model, user = str(body.get("model", "fake-model")), first_user_message(body)
         fault = self._next_fault(user) if fault is None else fault
-        prompt_tokens = count_prompt_tokens(body)
+        prompt_tokens, cached_tokens = self.billed_prompt(body)
         rl_headers: dict[str, str] = {}
         if fault.isdigit():
             status, payload, _ = _error(int(fault), model=model)
@@ -703,8 +741,7 @@ class FakeLLM:
                          "logprobs": self._logprobs(body, user, answer, content, enum, odds)}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens,
-                      "prompt_tokens_details": {
-                          "cached_tokens": min(prompt_tokens, self.cached_prefix_tokens)},
+                      "prompt_tokens_details": {"cached_tokens": cached_tokens},
                       "completion_tokens_details": {"reasoning_tokens": reasoning}},
         }  # fmt: skip
         if self.reply_hook is not None:
@@ -713,6 +750,14 @@ class FakeLLM:
                 return 200, hooked, rl_headers | {"content-type": "application/json"}
             answered = hooked
         return 200, answered, rl_headers
+
+    def billed_prompt(self, body: dict[str, Any]) -> tuple[int, int]:
+        """Prompt tokens and the cached ones among them, for a body about to be answered."""
+        if self.cached_prefix_tokens > 0 or self.prompt_cache is None:
+            prompt = count_prompt_tokens(body)
+            return prompt, min(prompt, self.cached_prefix_tokens)
+        text = prompt_text(body)
+        return len(text) // CHARS_PER_TOKEN + 1, self.prompt_cache.cached_tokens(text)
 
     def _logprobs(
         self,

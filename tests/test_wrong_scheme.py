@@ -71,6 +71,7 @@ def test_https_to_a_server_that_never_finishes_the_handshake(
     monkeypatch.setattr(server_faults, "CONNECT_TIMEOUT", 0.3)
     # The GET /models before the first chat stalls the same way (5 s in a run).
     monkeypatch.setattr("tagger.sending.models.HINT_TIMEOUT", 0.3, raising=False)
+    monkeypatch.setattr("tagger.sending.models.CONNECT_TIMEOUT", 0.3, raising=False)
     url = tagger_cli.fake.base_url.replace("http://", "https://")
     result = tagger_cli.run(
         "--timeout", 60, "--max-attempts", 1, inputs=[tagger_cli.small_input(3)], base_url=url

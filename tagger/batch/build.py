@@ -16,29 +16,37 @@ from tagger.config import Mode, RunConfig
 from tagger.errors import ConfigError, OutputError, UsageError
 from tagger.files.abstracts import Abstract
 from tagger.files.atomic import own_directory, recreate
+from tagger.pipeline.estimate import RequestEstimator
 from tagger.pipeline.policy import ItemPolicy
 from tagger.pipeline.request import build_request, render_messages, request_rules
-from tagger.pricing import PriceTable, count_text_tokens, estimate_tokens
+from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
-from tagger.usage import Usage
+from tagger.usage import RequestEstimate, Usage
 
 
 class SpendCap:
-    """--max-requests and --max-cost over a whole job, at batch prices, estimated before sending."""
+    """--max-requests and --max-cost over a whole job, at batch prices, estimated before sending.
+
+    Each line is counted at its expected tokens with nothing cached (the cache may miss): the
+    answers are billed after the job, so the cap holds what is expected, not the worst.
+    """
 
     def __init__(self, config: RunConfig, prices: PriceTable, state: JobState) -> None:
         self.config = config
         self.prices = prices
         self.state = state
+        self._estimator: RequestEstimator | None = None
 
-    def refusal(self, messages: list[dict[str, str]], params: dict[str, object]) -> str | None:
+    def refusal(
+        self, messages: list[dict[str, str]], params: dict[str, object], estimate: RequestEstimate
+    ) -> str | None:
         """Why this request may not be submitted, or None (and then it is counted as spent)."""
         config, state = self.config, self.state
         if config.max_requests is not None and state.submitted_requests >= config.max_requests:
             return f"--max-requests {config.max_requests} reached"
-        total = estimate_tokens(messages, params)
-        asked = sum(count_text_tokens(m["content"]) for m in messages)
-        usage = Usage(prompt_tokens=asked, completion_tokens=total - asked)
+        expected = estimate.expected()
+        usage = Usage(expected.prompt_tokens, expected.completion_tokens, 0,
+                      expected.reasoning_tokens)  # fmt: skip
         cost = self.prices.cost(config.client.model, usage, batch=True) or 0.0
         if config.max_cost is not None and state.estimated_cost + cost > config.max_cost:
             return f"--max-cost ${config.max_cost:g} reached"
@@ -182,6 +190,7 @@ def build_round(
     rules = ItemPolicy.for_plan(plan)
     # The model family's parameters, and what this job's earlier rounds were refused for.
     sent_as = request_rules(plan.config.client, plan.prompt.params, state.adaptations)
+    estimator = RequestEstimator(plan, sent_as, None)
     for abstract in abstracts:
         key = plan.item_key(abstract)
         if key not in wanted:
@@ -193,7 +202,7 @@ def build_round(
         )
         # The policy's next request: its repair turns, max_tokens raised after a cut-off.
         messages, params = rules.request(policy_state(item, rules), rendered)
-        refusal = cap.refusal(messages, params)
+        refusal = cap.refusal(messages, params, estimator.estimate(messages, params, mode))
         if refusal is not None:
             _not_run(item, refusal)
             continue

@@ -16,6 +16,7 @@ from tagger.pipeline.outcome import Outcome
 from tagger.pipeline.policy import Action, Failure, ItemPolicy
 from tagger.pipeline.request import request_rules
 from tagger.prompting.plan import RunPlan
+from tagger.redact import safe_text
 from tagger.sending.params import refusal_of
 from tagger.sending.reply import Reply, reply_from_json
 from tagger.usage import Usage
@@ -83,7 +84,7 @@ class Collector:
         if isinstance(response, dict):
             status = response.get("status_code")
             status = status if isinstance(status, int) and not isinstance(status, bool) else None
-            message, code = _error_of(response.get("body"))
+            message, code = _error_of(response.get("body"), self.policy.secret)
             reason = f"HTTP {status}: {message or 'no message'}"
             # A refused parameter the job now adapts to: the next round sends the line again.
             retryable = True if self._adapted(status, response.get("body")) else None
@@ -106,7 +107,8 @@ class Collector:
         # The line was built before some of what the job knows now: either set of names.
         before = request_rules(client, params).body_params(params)
         sent = {"model", "messages", "response_format", *before, *rules.body_params(params)}
-        refusal = refusal_of(status, body, _error_of(body)[0] or "", sent)
+        message = _error_of(body, self.policy.secret)[0] or ""
+        refusal = refusal_of(status, body, message, sent)
         if refusal is None or not rules.learn(refusal):
             # Refused again after the job adapted (an earlier line of this batch): resend too.
             return refusal is not None and refusal.param in rules.adapted
@@ -122,7 +124,7 @@ class Collector:
         unreadable: str | None = None,
     ) -> None:
         try:
-            reply = reply_from_json(body)
+            reply = reply_from_json(body, self.policy.secret)
         except TypeError:
             reply = Reply(content="", finish_reason=None)  # validation says what is wrong
         if unreadable is not None:
@@ -200,11 +202,12 @@ def read_output_line(text: str) -> tuple[dict[str, Any], str | None]:
     return (value if isinstance(value, dict) else {}), None
 
 
-def _error_of(body: Any) -> tuple[str | None, str | None]:
-    """The message (one line, bounded) and the code of an error body."""
+def _error_of(body: Any, secret: str | None) -> tuple[str | None, str | None]:
+    """The message (one line, bounded, redacted once decoded) and the code of an error body."""
     error = body.get("error") if isinstance(body, dict) else None
     if not isinstance(error, dict):
         return None, None
-    message = " ".join(str(error["message"]).split())[:240] if error.get("message") else None
+    text = " ".join(str(error["message"]).split())[:240] if error.get("message") else None
+    message = safe_text(text, secret) if text is not None else None
     code = error.get("code")
     return message, code if isinstance(code, str) else None

@@ -88,7 +88,10 @@ def print_dry_run(console: Console, report: DryRunReport) -> None:
     table.add_row("unique", str(report.unique))
     table.add_row("already cached", str(report.cached))
     table.add_row("to send", str(report.unique - report.cached))
-    tokens = f"{report.usage.prompt_tokens} in / {report.usage.completion_tokens} out"
+    tokens = f"{report.usage.prompt_tokens} in"
+    if report.usage.cached_input_tokens:
+        tokens += f" ({report.usage.cached_input_tokens} cached)"
+    tokens += f" / {report.usage.completion_tokens} out"
     if report.usage.reasoning_tokens:
         tokens += f" (of which {report.usage.reasoning_tokens} reasoning)"
     table.add_row("estimated tokens", tokens)
@@ -97,6 +100,13 @@ def print_dry_run(console: Console, report: DryRunReport) -> None:
         table.add_row("price row", cell(report.price_note))
         table.add_row("service tier", report.service_tier)
     table.add_row("estimated cost", cost)
+    if report.cost is not None and report.uncached_cost not in (None, report.cost):
+        table.add_row("if nothing is cached", f"${report.uncached_cost:.4f}")
+    if report.cost is not None and report.floor_cost:
+        ratio = report.cost / report.floor_cost
+        table.add_row("floor", f"${report.floor_cost:.4f} (estimate = {ratio:.2f}x the floor)")
+    if report.cache_note:
+        table.add_row("prompt cache", cell(report.cache_note))
     console.print(table)
     if report.first_messages:
         typer.echo("--- first prompt ---")

@@ -25,6 +25,7 @@ _LINE_SLACK = 3
 MIN_WIDTH, MAX_WIDTH = 6.0, 60.0
 # A long header ("task_area_runner_up_confidence") wraps rather than widen a column of numbers.
 HEADER_WIDTH = 16.0
+_BOLD = 1.1  # a bold header is about a tenth wider than the same text regular
 
 
 def lines_needed(text: str, width: float) -> int:
@@ -46,7 +47,7 @@ def fit_width(header: str, texts: Iterable[str], widest: float = MAX_WIDTH) -> f
     """A column width that fits its longest line of text and its header (which may wrap onto
     lines of HEADER_WIDTH), within bounds."""
     longest = max((len(line) for text in texts for line in text.split("\n")), default=0)
-    heading = min(len(header) + 2.0, HEADER_WIDTH)
+    heading = min(len(header) * _BOLD + 2.0, HEADER_WIDTH)  # headers are bold: wider
     return min(max(heading, longest + 2.0, MIN_WIDTH), widest)
 
 

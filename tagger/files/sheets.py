@@ -254,9 +254,17 @@ def _write_xlsx(
     sheet.auto_filter.ref = f"A1:{get_column_letter(len(columns))}{len(cells) + 1}"
     if _PRINT_THROUGH in columns:
         # The reading columns across the first page at a readable scale; the rest after them.
-        reading = range(columns.index(_PRINT_THROUGH) + 1)
-        shown = [widths[c] for c in reading if not _hidden(columns[c], longest[c])]
-        print_setup(sheet, scale=print_scale(shown))
+        last = columns.index(_PRINT_THROUGH)
+        visible = [c for c in range(len(columns)) if not _hidden(columns[c], longest[c])]
+        scale = print_scale([widths[c] for c in visible if c <= last])
+        print_setup(sheet, scale=scale)
+        # Then as much of the bookkeeping as one more page across holds (id, source, status,
+        # error, ...); what the run gives every row alike (its prompt's hash) stays on screen.
+        rest = [c for c in visible if c > last]
+        while rest and print_scale([widths[c] for c in rest]) < scale:
+            rest.pop()
+        through = get_column_letter((rest[-1] if rest else last) + 1)
+        sheet.print_area = f"A1:{through}{len(cells) + 1}"
     else:
         print_setup(sheet)
     if counts is not None:

@@ -11,10 +11,10 @@ from tagger.config import Mode
 from tagger.errors import ConfigError, FormatRejected, RequestFailed
 from tagger.files.abstracts import Abstract
 from tagger.logcontext import about_abstract
+from tagger.pipeline.estimate import RequestEstimator
 from tagger.pipeline.outcome import Outcome
 from tagger.pipeline.policy import Action, Failure, ItemPolicy, ItemState
 from tagger.pipeline.request import render_messages
-from tagger.pricing import estimate_tokens
 from tagger.prompting.plan import RunPlan
 from tagger.prompting.prompts import Prompt
 from tagger.prompting.taxonomy import Taxonomy
@@ -113,13 +113,15 @@ class ItemTagger:
     schema: dict[str, Any]
     policy: ItemPolicy
     probe: ModeProbe
+    estimator: RequestEstimator | None = None  # what the spend guard reserves per request
 
     @classmethod
     def for_plan(cls, plan: RunPlan, client: LLMClient, probe: ModeProbe) -> ItemTagger:
         """The live tagger of a run plan (the same for a run and a batch's leftovers)."""
-        return cls(
-            client, plan.prompt, plan.taxonomy, plan.schema, ItemPolicy.for_plan(plan), probe
-        )
+        # No cache rule: the guard holds each request at its uncached worst anyway.
+        estimator = RequestEstimator(plan, client.rules, None)
+        policy = ItemPolicy.for_plan(plan)
+        return cls(client, plan.prompt, plan.taxonomy, plan.schema, policy, probe, estimator)
 
     def snapshot(self) -> ProbeSnapshot:
         """The mode settled on and the fallbacks taken so far, for the run's stats."""
@@ -161,7 +163,11 @@ class ItemTagger:
                     schema=self.schema,
                     params=params,
                     budget=budget,
-                    estimated_tokens=estimate_tokens(messages, params),
+                    estimate=(
+                        self.estimator.estimate(messages, params, mode)
+                        if self.estimator is not None
+                        else None
+                    ),
                     on_reply=self.probe.release if probing else None,
                 )
             except FormatRejected as exc:

@@ -11,18 +11,20 @@ from pathlib import Path
 from typing import Any
 
 from tagger.__version__ import __version__
-from tagger.config import RunConfig
+from tagger.config import Mode, RunConfig
+from tagger.defaults import is_local_url
 from tagger.errors import ConfigError
 from tagger.files.abstracts import InputScan
 from tagger.files.outfile import OutputFile
 from tagger.files.rows import JsonlWriter, RowWriter
 from tagger.pipeline.cache import AnswerCache
+from tagger.pipeline.estimate import RequestEstimator, RunEstimate
 from tagger.pipeline.item import ItemTagger, ModeProbe
 from tagger.pipeline.live import LiveRunner
 from tagger.pipeline.progress import ProgressSink
 from tagger.pipeline.request import render_messages, request_rules
 from tagger.pipeline.stats import RunStats
-from tagger.pricing import PriceTable, count_text_tokens, estimate_tokens
+from tagger.pricing import PriceTable, count_text_tokens
 from tagger.prompting.plan import RunPlan
 from tagger.redact import public_url
 from tagger.sending.client import LLMClient
@@ -46,6 +48,11 @@ class DryRunReport:
     price_note: str = ""  # that row's date and source, or the closest priced names
     service_tier: str = "default"
     request_rules: str = ""  # how the prompt's [params] go to this model
+    uncached_cost: float | None = None  # the same requests if the provider caches nothing
+    floor_cost: float | None = None  # the abstracts' own tokens and the answers' alone
+    floor: Usage = NO_USAGE
+    fixed_tokens: int = 0  # tokens the same in every request (the cacheable part)
+    cache_note: str = ""  # how the provider's prompt cache enters the estimate
 
 
 def require_key(config: RunConfig) -> None:
@@ -72,10 +79,11 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
     seen: set[str] = set()
     first: list[dict[str, str]] = []
     cached = 0
-    usage = NO_USAGE
     mode = config.mode or ModeProbe(None).mode
     rules = request_rules(config.client, plan.prompt.params)
-    reasoning = rules.expected_reasoning_tokens
+    model = config.client.model
+    estimator = RequestEstimator(plan, rules, prices.cache_rule(model))
+    total = RunEstimate()
     for abstract in scan.abstracts():
         key = plan.item_key(abstract)  # de-duplicated as the runner and the cache do
         if key in seen:
@@ -88,27 +96,54 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
             plan.prompt, plan.taxonomy, plan.schema, abstract.text, abstract.title, mode
         )
         first = first or messages
-        total = estimate_tokens(messages, plan.prompt.params, reasoning)
-        asked = sum(count_text_tokens(m["content"]) for m in messages)
-        usage += Usage(
-            prompt_tokens=asked, completion_tokens=total - asked, reasoning_tokens=reasoning
-        )
+        own = count_text_tokens(abstract.text) + count_text_tokens(abstract.title or "")
+        total.add(estimator.estimate(messages, plan.prompt.params, mode), own)
     if cache is not None:
         cache.close()
-    model = config.client.model
     tier = config.client.service_tier or "default"
+    flex = tier == "flex"
+    usage = total.usage
+    uncached = Usage(usage.prompt_tokens, usage.completion_tokens, 0, usage.reasoning_tokens)
     return DryRunReport(
         items=scan.count,
         unique=scan.unique,
         cached=cached,
         first_messages=first,
         usage=usage,
-        cost=prices.cost(model, usage, flex=tier == "flex"),
+        cost=prices.cost(model, usage, flex=flex),
         model=model,
         price_row=prices.entry(model),
         price_note=price_note(prices, model),
         service_tier=tier,
         request_rules=rules.describe(),
+        uncached_cost=prices.cost(model, uncached, flex=flex),
+        floor_cost=prices.cost(model, total.floor, flex=flex),
+        floor=total.floor,
+        fixed_tokens=estimator.fixed_tokens(mode),
+        cache_note=_cache_note(estimator, mode, prices, config),
+    )
+
+
+def _cache_note(
+    estimator: RequestEstimator, mode: Mode, prices: PriceTable, config: RunConfig
+) -> str:
+    """How the provider's prompt cache enters the estimate, in one line."""
+    fixed = estimator.fixed_tokens(mode)
+    if estimator.cache is None:
+        if is_local_url(config.client.effective_base_url):
+            return "a local server: nothing is billed"
+        if prices.price(config.client.model) is None:
+            return f"{fixed:,} tokens are the same in every request; the model is not priced"
+        return f"no cached-input price for this model: all {fixed:,} fixed tokens at input price"
+    hit = estimator.cached_tokens(mode)
+    if hit == 0:
+        return (
+            f"{fixed:,} tokens are the same in every request, under the "
+            f"{estimator.cache.min_tokens:,} the provider caches: none cached"
+        )
+    return (
+        f"{fixed:,} tokens are the same in every request; {hit:,} of them billed as cached "
+        "after the first request (the provider does not promise hits: at most the uncached cost)"
     )
 
 
@@ -254,6 +289,14 @@ def _stats_fields(stats: RunStats) -> dict[str, Any]:
         fields.update(stats.usage.as_fields() if name == "usage" else {name: value})
     fields["duration"] = round(stats.duration, 3)
     fields["estimated_cost_usd"] = fields.pop("cost")
+    fields["cost_parts_usd"] = fields.pop("cost_parts")
+    del fields["floor_usage"]
+    fields["floor"] = {
+        "abstract_tokens": stats.floor_usage.prompt_tokens,
+        "answer_tokens": stats.floor_usage.completion_tokens,
+        "cost_usd": fields.pop("floor_cost"),
+        "bill_to_floor": bill_to_floor(stats),
+    }
     del fields["kept_output"]  # a manifest is written only beside rows that became the output
     del fields["model_listings"]  # the manifest's `requests` are what was billed
     return fields
@@ -275,6 +318,8 @@ def summarise(stats: RunStats) -> Sequence[tuple[str, str]]:
         ("repairs", str(stats.repairs)),
         ("tokens", describe_tokens(stats.usage)),
         ("estimated cost", cost),
+        *([("paid for", describe_parts(stats.cost_parts))] if stats.cost_parts else []),
+        *([("floor", describe_floor(stats))] if stats.floor_cost else []),
         ("mode", stats.mode or "-"),
         ("time", f"{stats.duration:.1f} s"),
     ]
@@ -282,9 +327,34 @@ def summarise(stats: RunStats) -> Sequence[tuple[str, str]]:
         rows.append(("service tier", ", ".join(stats.service_tiers)))
     if stats.served_models:
         rows.append(("answered by", ", ".join(stats.served_models[:3])))
+    if stats.refused_requests:
+        rows.append(("refused by cap", str(stats.refused_requests)))
+    if stats.usage_estimated:
+        rows.append(("usage estimated", f"{stats.usage_estimated} replies without a sane usage"))
     if stats.stop_reason:
         rows.append(("stopped", stats.stop_reason))
     return rows
+
+
+def bill_to_floor(stats: RunStats) -> float | None:
+    """What the run paid over the least the same answers could cost (None: not priced)."""
+    if stats.cost is None or not stats.floor_cost:
+        return None
+    return round(stats.cost / stats.floor_cost, 3)
+
+
+def describe_parts(parts: dict[str, float]) -> str:
+    """'input $0.0021 · cached $0.0017 · output $0.0040 · reasoning $0'."""
+    names = {"input": "input", "cached_input": "cached", "output": "output"}
+    text = " · ".join(f"{label} ${parts[key]:.4f}" for key, label in names.items())
+    return text + (f" · reasoning ${parts['reasoning']:.4f}" if parts.get("reasoning") else "")
+
+
+def describe_floor(stats: RunStats) -> str:
+    """'$0.0079 (abstracts and answers alone); paid 1.36x that'."""
+    ratio = bill_to_floor(stats)
+    paid = f"; paid {ratio:.2f}x that" if ratio is not None else ""
+    return f"${stats.floor_cost:.4f} (the abstracts and the answers alone){paid}"
 
 
 def _requests(stats: RunStats) -> str:

@@ -6,7 +6,7 @@ import asyncio
 import itertools
 import time
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -26,10 +26,10 @@ from tagger.pipeline.item import ProbeSnapshot
 from tagger.pipeline.outcome import Outcome, Status
 from tagger.pipeline.progress import LiveCounts, ProgressSink, stop_advice
 from tagger.pipeline.stats import RunStats
-from tagger.pricing import PriceTable
+from tagger.pricing import PriceTable, count_text_tokens
 from tagger.prompting.plan import RunPlan
 from tagger.sending.client import LLMClient
-from tagger.usage import NO_USAGE
+from tagger.usage import NO_USAGE, Usage
 from tagger.wording import clip
 
 
@@ -90,6 +90,9 @@ class LiveRunner:
         self._stored: set[str] = set()
         self._run_fields = plan.run_fields()
         self._errors: Counter[str] = Counter()  # failed rows' reasons, for the top three
+        # Rows answered through the cache but paid for in this run (a batch job's answers).
+        self.paid_elsewhere: Callable[[str], bool] = lambda key: False
+        self.floor_batch = False  # the floor at Batch API prices
 
     def request_stop(self, reason: str, *, interrupted: bool = False, limit: bool = False) -> None:
         """Stop sending new requests; the rest of the rows are written as not run."""
@@ -156,7 +159,7 @@ class LiveRunner:
         cached = self._cached(key, found)
         if cached is not None:
             self.progress.answered(Status.OK)
-            return _Pending(abstract, cached, cached=True)
+            return _Pending(abstract, cached, cached=True, key=key)
         # Keyed like the cache (title + text), so a rerun answers every row as this run did.
         shared = self._inflight.get(key)
         if shared is not None:  # the same abstract and title earlier in the input: send it once
@@ -234,6 +237,14 @@ class LiveRunner:
         flex = self.config.client.service_tier == "flex"
         return self.prices.cost(model, self.stats.usage, flex=flex)
 
+    def _parts(self, served: tuple[str, ...]) -> tuple[dict[str, float] | None, float | None]:
+        """What the run paid by kind of token, and the floor of its answers, in US$."""
+        model = served[0] if len(served) == 1 else self.config.client.model
+        flex = self.config.client.service_tier == "flex"
+        parts = self.prices.cost_parts(model, self.stats.usage, flex=flex)
+        floor = self.prices.cost(model, self.stats.floor_usage, batch=self.floor_batch, flex=flex)
+        return parts, floor
+
     def _write(self, item: _Pending) -> None:
         outcome = self._result(item)
         if not item.shared and isinstance(item.outcome, asyncio.Future):
@@ -264,6 +275,12 @@ class LiveRunner:
             self._errors[reason] += 1
         stats.not_run += status is Status.NOT_RUN
         stats.cached += item.cached
+        paid = not item.shared and (not item.cached or self.paid_elsewhere(item.key))
+        if paid and status is Status.OK:
+            abstract, used = item.abstract, outcome.usage
+            own = count_text_tokens(abstract.text) + count_text_tokens(abstract.title or "")
+            answer = max(0, used.completion_tokens - used.reasoning_tokens)
+            stats.floor_usage += Usage(prompt_tokens=own, completion_tokens=answer)
         self.progress.written(row)
 
     def _result(self, item: _Pending) -> Outcome:
@@ -296,6 +313,9 @@ class LiveRunner:
         stats.model_listings = sent.model_listings
         stats.retries = sent.retries
         stats.cost = self._cost(sent.served_models)
+        stats.cost_parts, stats.floor_cost = self._parts(sent.served_models)
+        stats.refused_requests = sent.gate.refused
+        stats.usage_estimated = sent.usage_estimated
         if stats.cost is None:
             served = sent.served_models
             stats.price_note = self.prices.note(

@@ -40,3 +40,11 @@ class RunStats:
     confidence_note: str | None = None  # why rows have no task_area_confidence, if they have none
     top_errors: list[dict[str, object]] = field(default_factory=list)  # commonest failures
     price_note: str | None = None  # why the cost is n/a, and the closest priced names
+    # What was paid, by kind of token (input, cached_input, output, reasoning), in US$.
+    cost_parts: dict[str, float] | None = None
+    # The least the same answers could cost: the abstracts' own tokens (as prompt_tokens) and
+    # the answers' (as completion_tokens) of the rows paid for in this run, and their price.
+    floor_usage: Usage = NO_USAGE
+    floor_cost: float | None = None
+    refused_requests: int = 0  # refused by --max-cost or --max-requests
+    usage_estimated: int = 0  # replies whose usage was missing or junk: charged the estimate

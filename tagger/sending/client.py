@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
@@ -21,7 +21,8 @@ from tagger.errors import (
     SendingStopped,
 )
 from tagger.pipeline.request import build_request
-from tagger.redact import public_url, redact
+from tagger.redact import public_url, redact, safe_text
+from tagger.sending.connection import listing_not_found, wrong_base_url_message
 from tagger.sending.gate import GateSnapshot, SendGate
 from tagger.sending.models import check_model_offered, names_deployments, offered_models_hint
 from tagger.sending.params import RequestRules, refusal_of
@@ -37,7 +38,7 @@ from tagger.sending.server_faults import (
     server_message,
     wait_strategy,
 )
-from tagger.usage import NO_USAGE
+from tagger.usage import NO_USAGE, RequestEstimate, at_least
 
 if TYPE_CHECKING:
     import openai
@@ -75,6 +76,7 @@ class ClientSnapshot:
     served_models: tuple[str, ...] = ()  # the replies' `model`
     service_tiers: tuple[str, ...] = ()  # the replies' `service_tier`
     logprobs: bool = True  # still asked for (the family takes them, the server did not refuse)
+    usage_estimated: int = 0  # replies without a believable usage, charged tagger's estimate
     model_listings: int = 0  # GET /models sent to check --model
 
 
@@ -88,6 +90,7 @@ class LLMClient:
         self.gate = gate
         self.requests = 0
         self.retries = 0
+        self.usage_estimated = 0  # replies whose usage was junk or missing: charged the estimate
         self.model_listings = 0
         self.where = public_url(config.effective_base_url)
         self.health = ServerHealth(self.where, config.timeout)
@@ -139,6 +142,7 @@ class LLMClient:
             served_models=tuple(sorted(self.served_models)),
             service_tiers=tuple(sorted(self.service_tiers)),
             logprobs=self.rules.logprobs,
+            usage_estimated=self.usage_estimated,
             model_listings=self.model_listings,
         )
 
@@ -155,7 +159,7 @@ class LLMClient:
         schema: dict[str, Any],
         params: dict[str, Any],
         budget: AttemptBudget,
-        estimated_tokens: int = 0,
+        estimate: RequestEstimate | None = None,
         on_reply: Callable[[], None] | None = None,
     ) -> Reply:
         """Send one chat completion, retrying transient failures within the item's budget.
@@ -175,6 +179,9 @@ class LLMClient:
 
         # Built once, by the function the Batch API lines use: live and batch bodies are the same.
         body = build_request(self.config.model, messages, mode, schema, params, rules=self.rules)
+        if estimate is not None:  # the most it can be billed follows the limit this body sends
+            limit = body.get("max_completion_tokens", body.get("max_tokens"))
+            estimate = estimate.limited_by(limit)
         retrying = AsyncRetrying(
             retry=retry_if_exception(worth_retrying),
             stop=lambda _state: budget.remaining <= 0,
@@ -187,7 +194,7 @@ class LLMClient:
                 with attempt:
                     budget.used += 1
                     try:
-                        reply = await self._send(body, estimated_tokens)
+                        reply = await self._send(body, estimate)
                     except Exception as exc:
                         if on_reply is not None and is_a_reply(exc, mode):
                             on_reply()
@@ -207,7 +214,7 @@ class LLMClient:
                     schema=schema,
                     params=params,
                     budget=budget,
-                    estimated_tokens=estimated_tokens,
+                    estimate=estimate,
                     on_reply=on_reply,
                 )
             raise self._final(exc, mode) from None
@@ -243,7 +250,7 @@ class LLMClient:
 
         if not isinstance(exc, openai.APIStatusError) or is_format_rejection(exc, mode):
             return False
-        message = redact(server_message(exc), self._secret)
+        message = safe_text(server_message(exc), self._secret)
         refusal = refusal_of(exc.status_code, exc.body, message, body)
         if refusal is None:
             return False
@@ -260,11 +267,12 @@ class LLMClient:
         reason = redact(describe(exc, self.config.timeout), self._secret) if exc else "?"
         log.info("retrying in %.1f s after attempt %d: %s", wait, state.attempt_number, reason)
 
-    async def _send(self, body: dict[str, Any], estimated_tokens: int) -> Reply:
+    async def _send(self, body: dict[str, Any], estimate: RequestEstimate | None) -> Reply:
         """Send one chat-completions body (from build_request) once."""
         import openai
 
-        async with self.gate.slot(estimated_tokens) as released:
+        estimated_tokens = 0 if estimate is None else estimate.tokens
+        async with self.gate.slot(estimated_tokens, estimate) as released:
             self.requests += 1
             usage = NO_USAGE
             try:
@@ -278,6 +286,10 @@ class LLMClient:
                 self.health.responded(raw.http_response.status_code)
                 self.gate.observe(raw.headers, answered_sent_at=released)
                 reply = self._read(raw)
+                if not reply.usage_believed and estimate is not None:
+                    # Junk or no usage: charged at least what tagger expected it to cost.
+                    self.usage_estimated += 1
+                    reply = replace(reply, usage=at_least(reply.usage, estimate.expected()))
                 usage = reply.usage
                 if self.on_answer is not None:
                     self.on_answer(time.monotonic() - sent)
@@ -299,8 +311,9 @@ class LLMClient:
         """The reply; fatal if it is no chat completion."""
         try:
             # Read by tagger's bounded reader, not the SDK's json: junk numbers and nesting
-            # become a row's problem, never an exception; the key is hidden wherever echoed.
-            reply = reply_from_text(redact(raw.http_response.text, self._secret))
+            # become a row's problem, never an exception; the key is hidden wherever echoed,
+            # in the decoded text (escapes such as \\u0073k- are the key too).
+            reply = reply_from_text(raw.http_response.text, self._secret)
         except (ValueError, TypeError, AttributeError, IndexError):
             content_type = raw.headers.get("content-type", "no content type").split(";")[0]
             what = "an HTML page" if "html" in content_type else f"a {content_type} body"
@@ -350,6 +363,8 @@ class LLMClient:
                 f"{where} refused the API key (HTTP {exc.status_code}): check OPENAI_API_KEY "
                 "in .env or pass --api-key"
             )
+        elif exc.status_code == 404 and listing_not_found(self.config):
+            fatal = FatalAPIError(wrong_base_url_message(where, self.config.model))
         elif exc.status_code == 404:
             fatal = FatalAPIError(
                 f"model '{self.config.model}' was not found at {where} (HTTP 404): check --model "

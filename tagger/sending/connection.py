@@ -10,7 +10,11 @@ from __future__ import annotations
 import re
 import ssl
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
+
+if TYPE_CHECKING:
+    from tagger.config import ClientConfig
 
 # httpx's ConnectTimeout, aiohttp's ConnectionTimeoutError (its read timeouts are others).
 _CONNECT_TIMEOUTS = frozenset({"ConnectTimeout", "ConnectionTimeoutError"})
@@ -142,7 +146,27 @@ def wrong_base_url_message(where: str, model: str) -> str:
         else "check --base-url / OPENAI_BASE_URL against the server's documentation"
     )
     return (
-        f"{where} answered HTTP 404 both to the chat request and to GET /models, so the base "
-        f"URL is wrong rather than the model '{model}' (OpenAI-compatible servers usually end "
-        f"in /v1): {advice}"
+        f"{where} answered HTTP 404 both to the chat request and to GET /models: the base URL "
+        f"is most likely not the API's root (OpenAI-compatible servers usually end in /v1); "
+        f"{advice} (on a server without GET /models, check --model '{model}' too)"
     )
+
+
+LISTING_STATUS_TIMEOUT = 3.0  # one small GET, on the way to a fatal error
+
+
+def listing_not_found(config: ClientConfig) -> bool:
+    """Whether GET /models at the base URL is a 404 too (its status only: no body is read).
+    Asked once, after the chat request was a 404, to tell a wrong URL from a wrong model."""
+    import httpx2
+
+    secret = config.api_key.get_secret_value() if config.api_key else None
+    headers = {"Authorization": f"Bearer {secret or 'unused'}"}
+    try:
+        with (
+            httpx2.Client(timeout=LISTING_STATUS_TIMEOUT) as http,
+            http.stream("GET", f"{config.effective_base_url}/models", headers=headers) as reply,
+        ):
+            return reply.status_code == 404
+    except httpx2.HTTPError:
+        return False

@@ -10,15 +10,20 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from tagger.errors import BudgetExceeded, SendingStopped
 from tagger.sending.pacing import Pacer
-from tagger.usage import NO_USAGE, Usage
+from tagger.usage import NO_USAGE, RequestEstimate, Usage
 
 # A server asking for a longer pause (Retry-After, an exhausted x-ratelimit window) is not
 # believed beyond this: a wrong "86400s" must not stop a run for a day. Then retries decide.
 MAX_PAUSE_SECONDS = 120.0
 LONG_PAUSE_SECONDS = 60.0  # a pause longer than this is a warning, not just an info line
+# The window x-ratelimit-* headers count: OpenAI's limits are per minute (RPM, TPM). A window
+# cannot take longer than itself to reset: a longer reset contradicts the header and pauses
+# nothing (a 429 still does), so no header pauses the run longer than the window.
+HEADER_WINDOW_SECONDS = 60.0
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _DURATIONS = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h))+")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -33,6 +38,7 @@ class GateSnapshot:
     pause_left: float  # seconds until a pause ends (0: not paused)
     paused_seconds: float = 0.0  # all pauses so far
     learned: tuple[str, ...] = ()  # limits learned from headers
+    refused: int = 0  # requests the spend guard refused (--max-cost, --max-requests)
 
 
 def parse_reset(value: str) -> float | None:
@@ -50,8 +56,18 @@ def parse_reset(value: str) -> float | None:
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
+Held = int | RequestEstimate  # a reservation: an estimate, or bare tokens (priced as output)
+
+
 class SpendGuard:
-    """Refuses a request that could take the run past --max-requests or --max-cost."""
+    """Refuses a request that could take the run past --max-requests or --max-cost.
+
+    Every request in flight holds the most it can be billed (RequestEstimate.worst: its prompt
+    uncached at the input price, every token its limit allows at the output price) until its
+    real usage replaces that. A request that could pass the cap only if those in flight cost
+    their worst waits for them to settle (wait_for_room); one that could pass it even if they
+    cost nothing is refused (BudgetExceeded), and counted.
+    """
 
     def __init__(
         self,
@@ -63,32 +79,73 @@ class SpendGuard:
         self.max_cost = max_cost
         self.cost_of = cost_of
         self.sent = 0
+        self.refused = 0  # requests refused by --max-cost or --max-requests
         self.used = NO_USAGE
-        self._reserved_tokens = 0  # estimates of requests in flight
+        self._reserved = NO_USAGE  # the worst of the requests in flight
+        self._in_flight = 0
+        self._settled: asyncio.Event | None = None
 
-    def reserve(self, estimated_tokens: int) -> None:
+    def reserve(self, estimate: Held) -> None:
         """Count a request about to be sent, or raise BudgetExceeded."""
-        if self.max_requests is not None and self.sent >= self.max_requests:
-            raise BudgetExceeded(f"--max-requests {self.max_requests} reached")
-        if self.max_cost is not None:
-            # In-flight requests are counted at their estimate, all as input (the dearer side
-            # is output, but answers are short): stop before, not after, the cap.
-            pending = self._reserved_tokens + estimated_tokens
-            cost = self.cost_of(self.used + Usage(prompt_tokens=pending))
-            if cost is not None and cost > self.max_cost:
-                raise BudgetExceeded(f"--max-cost ${self.max_cost:g} reached")
-        self.sent += 1
-        self._reserved_tokens += estimated_tokens
+        if not self.try_reserve(estimate):
+            self.refused += 1
+            raise BudgetExceeded(f"--max-cost ${self.max_cost:g} reached")
 
-    def release(self, estimated_tokens: int, requests: int = 0) -> None:
+    def try_reserve(self, estimate: Held) -> bool:
+        """Reserve a request; False if it must wait for those in flight (BudgetExceeded if it
+        can never be sent)."""
+        if self.max_requests is not None and self.sent >= self.max_requests:
+            self.refused += 1
+            raise BudgetExceeded(f"--max-requests {self.max_requests} reached")
+        held = _worst(estimate)
+        if self.max_cost is not None:
+            alone = self.cost_of(self.used + held)
+            if alone is not None and not alone <= self.max_cost:  # NaN is over, too
+                self.refused += 1
+                raise BudgetExceeded(f"--max-cost ${self.max_cost:g} reached")
+            cost = self.cost_of(self.used + self._reserved + held)
+            if cost is not None and not cost <= self.max_cost:
+                return False
+        self.sent += 1
+        self._in_flight += 1
+        self._reserved += held
+        return True
+
+    async def wait_for_room(self, estimate: Held) -> None:
+        """Reserve a request once the requests in flight leave room (BudgetExceeded: never)."""
+        while not self.try_reserve(estimate):
+            if self._in_flight == 0:  # nothing will settle: the cap is the answer
+                self.refused += 1
+                raise BudgetExceeded(f"--max-cost ${self.max_cost:g} reached")
+            if self._settled is None:
+                self._settled = asyncio.Event()
+            await self._settled.wait()
+
+    def release(self, estimate: Held, requests: int = 0) -> None:
         """Give back reservations that were never sent (a Ray worker's unused permits)."""
         self.sent -= requests
-        self._reserved_tokens -= estimated_tokens
+        self._in_flight -= requests
+        self._reserved -= _worst(estimate)
+        self._wake()
 
-    def settle(self, estimated_tokens: int, used: Usage) -> None:
-        """Replace a request's estimate by what it really used."""
-        self._reserved_tokens -= estimated_tokens
+    def settle(self, estimate: Held, used: Usage) -> None:
+        """Replace a request's reservation by what it really used."""
+        self._reserved -= _worst(estimate)
+        self._in_flight = max(0, self._in_flight - 1)
         self.used += used
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._settled is not None:
+            self._settled.set()
+            self._settled = None
+
+
+def _worst(estimate: Held) -> Usage:
+    """What a reservation holds: bare tokens are priced as output, the dearer side."""
+    if isinstance(estimate, RequestEstimate):
+        return estimate.worst()
+    return Usage(completion_tokens=estimate)
 
 
 class SendGate:
@@ -128,12 +185,18 @@ class SendGate:
         # reset shows the header false; then such headers pause nothing more (429s still do).
         self._header_window: tuple[float, float] | None = None
         self.headers_disbelieved = False
+        self._said_reset_beyond_window = False
+        # What each request in flight holds at the spend guard, by the task that sends it.
+        self._held: dict[asyncio.Task[Any] | None, Held] = {}
 
     @asynccontextmanager
-    async def slot(self, estimated_tokens: int = 0) -> AsyncIterator[float]:
+    async def slot(
+        self, estimated_tokens: int = 0, estimate: RequestEstimate | None = None
+    ) -> AsyncIterator[float]:
         """Hold a concurrency slot for one request, once pauses and limits allow it.
 
-        Yields the time the request was let go (for observe()).
+        `estimate`: what the spend guard reserves (else the bare tokens, priced as output);
+        settle() replaces it. Yields the time the request was let go (for observe()).
         """
         await self._wait_pause()  # a pause is waited out without holding a slot
         async with self._slots:
@@ -145,7 +208,12 @@ class SendGate:
                 if self.stopped is not None:
                     raise SendingStopped(self.stopped)
                 if self.guard is not None:
-                    self.guard.reserve(estimated_tokens)
+                    held = estimated_tokens if estimate is None else estimate
+                    await self.guard.wait_for_room(held)
+                    if self.stopped is not None:  # stopped while this one waited for room
+                        self.guard.release(held, 1)
+                        raise SendingStopped(self.stopped)
+                    self._held[asyncio.current_task()] = held
                 self._in_flight += 1
                 try:
                     yield self.clock()
@@ -187,6 +255,7 @@ class SendGate:
             pause_left=max(0.0, self._resume_at - self.clock()),
             paused_seconds=self.paused_seconds,
             learned=tuple(self.learned),
+            refused=0 if self.guard is None else self.guard.refused,
         )
 
     async def _wait_pause(self) -> None:
@@ -218,7 +287,8 @@ class SendGate:
     def settle(self, estimated_tokens: int, used: Usage) -> None:
         """Record what a request really used."""
         if self.guard is not None:
-            self.guard.settle(estimated_tokens, used)
+            held = self._held.pop(asyncio.current_task(), estimated_tokens)
+            self.guard.settle(held, used)
         extra = used.prompt_tokens + used.completion_tokens - estimated_tokens
         # An underestimate delays later senders; an overestimate is not refunded (servers count
         # max_tokens at admission, so the real usage says little about what they counted).
@@ -239,10 +309,25 @@ class SendGate:
             if limit is not None and limit > 0:  # 0 or less is nonsense: pacing at it would hang
                 self._tighten(kind, limit)
             if remaining == 0 and reset and not self.headers_disbelieved:
+                if reset > HEADER_WINDOW_SECONDS:
+                    self._reset_beyond_window(kind, raw_reset)
+                    continue
                 now = self.clock()
                 if self._header_window is None or self._header_window[1] <= now:
                     self._header_window = (now, now + reset)
                 self.pause(reset, f"x-ratelimit-reset-{kind}: {raw_reset.strip()[:20]}")
+
+    def _reset_beyond_window(self, kind: str, raw_reset: str) -> None:
+        if self._said_reset_beyond_window:
+            return
+        self._said_reset_beyond_window = True
+        logger.warning(
+            "rate limit: the server's x-ratelimit-reset-%s says %s, longer than the %.0f s "
+            "window it counts: not believed, nothing paused (a 429 answer still pauses the run)",
+            kind,
+            raw_reset.strip()[:20],
+            HEADER_WINDOW_SECONDS,
+        )
 
     def _check_window_claim(self, sent_at: float) -> None:
         """An answer to a request sent into a window the headers called exhausted disproves

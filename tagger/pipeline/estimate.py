@@ -1,0 +1,107 @@
+"""What each request of a run is expected to use: its prompt, the cached part, its answer.
+
+One estimator serves the dry run, the spend cap (live and batch) and the projections: the
+prompt is counted as the provider bills it (the structured-output schema first, then the
+messages), the part that is byte-identical for every abstract is found by rendering two
+different abstracts, and the provider's prompt cache (tagger.promptcache) decides how much of
+it is billed at the cached price once the first request has been answered.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tagger.config import Mode
+from tagger.pipeline.request import render_messages
+from tagger.pricing import MESSAGE_OVERHEAD_TOKENS, count_text_tokens
+from tagger.promptcache import CacheRule, fixed_prefix
+from tagger.prompting.formats import response_format
+from tagger.prompting.plan import RunPlan
+from tagger.sending.params import RequestRules
+from tagger.usage import RequestEstimate, Usage
+
+__all__ = ["EXPECTED_ANSWER_TOKENS", "RequestEstimator", "RunEstimate"]
+
+# A 20-30-word summary, an area id and two to four tags as JSON: the seed abstracts' answers
+# average 58 tokens against the project's fake; 60 leaves room for longer real summaries.
+EXPECTED_ANSWER_TOKENS = 60
+# Two abstracts that share nothing: what their prompts share is the run's fixed part.
+_PROBES = (("\x00", None), ("\x01", "\x02"))
+
+
+class RequestEstimator:
+    """Per-request estimates under one run's plan, request rules and prompt-cache rule."""
+
+    def __init__(self, plan: RunPlan, rules: RequestRules, cache: CacheRule | None) -> None:
+        self.plan = plan
+        self.rules = rules
+        self.cache = cache
+        self._schema_text: dict[Mode, str] = {}
+        self._fixed: dict[Mode, int] = {}
+
+    def schema_text(self, mode: Mode) -> str:
+        """The response_format as sent: billed as prompt, ahead of the messages."""
+        if mode not in self._schema_text:
+            fmt = response_format(mode, self.plan.schema)
+            self._schema_text[mode] = json.dumps(fmt) if fmt is not None else ""
+        return self._schema_text[mode]
+
+    def prompt_text(self, messages: Sequence[Mapping[str, str]], mode: Mode) -> str:
+        """The text a provider reads, in its order: schema, then each message's content."""
+        return self.schema_text(mode) + "".join(m["content"] for m in messages)
+
+    def fixed_tokens(self, mode: Mode) -> int:
+        """Tokens at the start of every request of this run that are the same for all."""
+        if mode not in self._fixed:
+            plan = self.plan
+            texts = [
+                self.prompt_text(
+                    render_messages(plan.prompt, plan.taxonomy, plan.schema, text, title, mode),
+                    mode,
+                )
+                for text, title in _PROBES
+            ]
+            self._fixed[mode] = count_text_tokens(fixed_prefix(*texts))
+        return self._fixed[mode]
+
+    def cached_tokens(self, mode: Mode) -> int:
+        """What a cache hit covers in each request after the first (0: nothing is cached)."""
+        return 0 if self.cache is None else self.cache.cached(self.fixed_tokens(mode))
+
+    def estimate(
+        self, messages: Sequence[Mapping[str, str]], params: Mapping[str, Any], mode: Mode
+    ) -> RequestEstimate:
+        """One request's expected tokens, its cached share, and its token limit."""
+        prompt = count_text_tokens(self.schema_text(mode)) + sum(
+            count_text_tokens(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in messages
+        )
+        reasoning = self.rules.expected_reasoning_tokens
+        sent = self.rules.body_params(params)
+        limit = sent.get("max_completion_tokens", sent.get("max_tokens"))
+        return RequestEstimate(
+            prompt_tokens=prompt,
+            completion_tokens=EXPECTED_ANSWER_TOKENS + reasoning,
+            reasoning_tokens=reasoning,
+            cached_input_tokens=min(self.cached_tokens(mode), prompt),
+        ).limited_by(limit)
+
+
+class RunEstimate:
+    """The expected usage of a run's requests, added up: the first pays its prompt in full."""
+
+    def __init__(self) -> None:
+        self.usage = Usage()
+        self.requests = 0
+        self.floor = Usage()  # the abstracts' own tokens and the answers': the least possible
+
+    def add(self, estimate: RequestEstimate, own_tokens: int) -> None:
+        """Count one request; `own_tokens`: its abstract's (and title's) own tokens."""
+        expected = estimate.expected()
+        if self.requests == 0:  # nothing is in the cache before the first answer
+            expected = Usage(expected.prompt_tokens, expected.completion_tokens, 0,
+                             expected.reasoning_tokens)  # fmt: skip
+        self.usage += expected
+        self.floor += Usage(own_tokens, expected.completion_tokens - expected.reasoning_tokens)
+        self.requests += 1

@@ -1,0 +1,102 @@
+"""The cost estimate against the bill of a server that bills prompt caching as OpenAI does.
+
+The fake (tests/fakeserver.py, PromptCache) caches prompts by exact prefix from 1,024 tokens
+in 128-token steps, the schema first, as OpenAI's prompt caching guide describes; the estimate
+must come within 15% of what it bills, for each shipped prompt, live and in a batch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tagger.config import Mode
+from tagger.files.abstracts import scan
+from tagger.options import RunOptions
+from tagger.pipeline.job import dry_run
+from tagger.pricing import PriceTable
+from tagger.promptcache import CacheRule
+from tests.batchhelpers import batch_run
+from tests.fakeserver import FakeLLM, PromptCache
+from tests.harness import PROMPTS_DIR, SEEDS_DIR, TEST_KEY, StartFake, TaggerCLI, taxonomy_ids
+
+MODEL = "gpt-5.4-nano"
+
+
+@pytest.fixture
+def tagger_fake(fake_server: StartFake) -> FakeLLM:
+    """A fake applying OpenAI's rules and billing OpenAI's prompt caching."""
+    return fake_server(areas=taxonomy_ids(), openai_rules=True)
+
+
+def estimate(tmp_path: Path, prompt: str, **options: Any) -> Any:
+    """The dry run's report for the seeds under `prompt` (nothing cached yet)."""
+    config = RunOptions(
+        model=MODEL,
+        prompt=prompt,
+        prompts_dir=PROMPTS_DIR,
+        cache_dir=tmp_path / "dry-cache",
+        api_key=TEST_KEY,
+        **options,
+    ).config()
+    return dry_run(config, scan([SEEDS_DIR]), PriceTable())
+
+
+@pytest.mark.parametrize("prompt", ["tag", "tag-compact"])
+@pytest.mark.parametrize("batch", [False, True], ids=["live", "batch"])
+def test_estimate_is_within_15_percent_of_the_cached_bill(
+    tagger_cli: TaggerCLI, tmp_path: Path, prompt: str, batch: bool
+) -> None:
+    report = estimate(tmp_path, prompt)
+    prices = PriceTable()
+    expected = prices.cost(MODEL, report.usage, batch=batch)
+    args = ("--model", MODEL, "--prompt", prompt)
+    result = batch_run(tagger_cli, *args) if batch else tagger_cli.run(*args)
+    assert result.exit_code == 0, result.output
+    manifest = tagger_cli.manifest()
+    billed = manifest["estimated_cost_usd"]
+    assert manifest["ok"] == 57 and expected is not None and billed > 0
+    assert abs(expected - billed) <= 0.15 * billed, (prompt, batch, expected, billed)
+    # The bill and the estimate agree on what is cached, within the same margin.
+    cached = manifest["cached_input_tokens"]
+    assert abs(report.usage.cached_input_tokens - cached) <= 0.15 * max(cached, 1)
+
+
+def test_the_fake_caches_by_prefix_in_openai_steps() -> None:
+    cache = PromptCache()
+    fixed = "x" * (4 * 1100)  # 1,100 tokens shared by every prompt
+    assert cache.cached_tokens(fixed + "first abstract") == 0  # nothing cached before
+    assert cache.cached_tokens(fixed + "second abstract") == 1024  # 1,100 floors to 1,024
+    assert cache.cached_tokens("y" * 4 * 2000) == 0  # another prefix: a miss
+    short = "z" * (4 * 1000)
+    assert cache.cached_tokens(short + "a") == 0 and cache.cached_tokens(short + "b") == 0
+
+
+def test_cache_rule_floors_to_its_steps() -> None:
+    rule = CacheRule(min_tokens=1024, step_tokens=128)
+    assert [rule.cached(n) for n in (0, 1023, 1024, 1151, 1152, 1610)] == [
+        0,
+        0,
+        1024,
+        1024,
+        1152,
+        1536,
+    ]
+
+
+def test_a_model_without_a_cached_price_is_estimated_uncached(tmp_path: Path) -> None:
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[models."acme"]\ninput = 1.0\noutput = 2.0\n', encoding="utf-8")
+    table = PriceTable.load(prices)
+    assert table.cache_rule("acme") is None and table.cache_rule("gpt-5.4-nano") is not None
+
+
+def test_dry_run_says_what_is_cached_and_the_floor(tmp_path: Path) -> None:
+    report = estimate(tmp_path, "tag")
+    assert report.fixed_tokens >= 1024 and report.usage.cached_input_tokens > 0
+    assert report.uncached_cost is not None and report.cost is not None
+    assert report.floor_cost is not None and report.floor_cost < report.cost < report.uncached_cost
+    assert "billed as cached" in report.cache_note
+    assert Mode.JSON_SCHEMA  # the default mode's schema is counted as prompt
