@@ -46,12 +46,26 @@ def run_command(command: RunCommand) -> None:
         price_table = PriceTable.load(options.prices)
         with _interruptible("while reading inputs; nothing was sent"):
             scanned = scan(command.paths)
+        if command.dry_run and config.cascade is not None:
+            from tagger.cascade.estimate import cascade_dry_run
+            from tagger.cli.errortables import print_cascade_dry_run
+
+            with _interruptible("during the dry run; nothing was sent"):
+                estimate = cascade_dry_run(config, scanned, price_table)
+            print_dry_run(console, estimate.cheap)  # and the first prompt (the same for both)
+            print_cascade_dry_run(console, estimate)
+            return
         if command.dry_run:
             with _interruptible("during the dry run; nothing was sent"):
                 report = plan_dry_run(config, scanned, price_table)
             print_dry_run(console, report)
             if config.batch is not None:
                 print_batch_estimate(console, report, config, price_table)
+            return
+        if config.cascade is not None:
+            from tagger.cli.cascaderun import run_cascade_command
+
+            run_cascade_command(command, options, config, scanned, price_table, console)
             return
         if options.ray:
             from tagger.cli.rayrun import run_ray

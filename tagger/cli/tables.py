@@ -16,6 +16,7 @@ from tagger.cli.errortables import (
     ci_num,
     ci_pct,
     estimate_values,
+    print_by_model,
     print_error_bars,
     print_verdicts,
 )
@@ -252,6 +253,7 @@ def print_eval(report: dict[str, Any], title: str) -> None:
             confusion.add_row(cell(gold_area), *(str(cells[p] or "·") for p in labels))
         console.print(confusion)
     print_error_bars(console, report)
+    print_by_model(console, report)
 
 
 def print_compare(report: dict[str, Any], limit: int) -> None:
@@ -271,6 +273,7 @@ def print_compare(report: dict[str, Any], limit: int) -> None:
     table.add_row("tags changed", str(totals["tags_changed"]))
     table.add_row("summary changed", str(totals["summary_changed"]))
     console.print(table)
+    print_by_model(console, report)
     if "verdicts" in report:
         print_verdicts(console, report)
     changed = [

@@ -261,7 +261,7 @@ def _entry(raw: Any) -> dict[str, Any] | None:
     if not isinstance(raw, str) or len(raw) > MAX_ENTRY_CHARS:
         return None
     try:
-        value = parse_server_json(raw)  # a planted entry: bounded, junk numbers as null
+        value = parse_server_json(raw, name_depth=False)  # planted? bounded, junk numbers null
     except ValueError:
         return None
     return value if isinstance(value, dict) else None

@@ -42,7 +42,7 @@ def list_models(config: ClientConfig, timeout: float = LIST_TIMEOUT) -> list[str
         ) from None
 
 
-def check_model_offered(config: ClientConfig) -> None:
+def check_model_offered(config: ClientConfig, option: str = "--model / TAGGER_MODEL") -> None:
     """Before a run: stop at once if the server lists its models and --model is not one of them.
 
     A server that lists nothing, or cannot (no /models, not reachable yet), is not judged here:
@@ -66,7 +66,7 @@ def check_model_offered(config: ClientConfig) -> None:
         return
     raise FatalAPIError(
         f"model '{model}' was not found at {where} (GET /models lists {len(offered)} others): "
-        f"check --model / TAGGER_MODEL{_offered(offered)}"
+        f"check {option}{_offered(offered)}"
     )
 
 
