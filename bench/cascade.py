@@ -62,16 +62,28 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--delta", type=float, default=0.05)
     parser.add_argument("--accuracy", type=float, default=0.85)
+    parser.add_argument("--sharpness", type=float, default=1.6, help="overconfidence (1: none)")
+    parser.add_argument("--noise", type=float, default=0.8, help="confidence noise (logit sd)")
+    parser.add_argument("--missing", type=float, default=0.0, help="share without confidence")
+    parser.add_argument("--no-bargain", action="store_true", help="tagger's side only")
     args = parser.parse_args()
-    try:
-        import BARGAIN  # noqa: F401
-    except ImportError:
-        have_bargain = False
-        print("bargain is not installed (pip install bargain): tagger's cascade alone")
-    else:
-        have_bargain = True
+    shape = {
+        "accuracy": args.accuracy,
+        "sharpness": args.sharpness,
+        "noise": args.noise,
+        "missing": args.missing,
+    }
+    have_bargain = False
+    if not args.no_bargain:
+        try:
+            import BARGAIN  # noqa: F401
+        except ImportError:
+            print("bargain is not installed (pip install bargain): tagger's cascade alone")
+        else:
+            have_bargain = True
     print(
-        f"cheap model right on ~{args.accuracy:.0%} of rows; delta {args.delta}; {args.runs} runs"
+        f"cheap model right on ~{args.accuracy:.0%} of rows (sharpness {args.sharpness}, noise"
+        f" {args.noise}, missing {args.missing}); delta {args.delta}; {args.runs} runs"
         " each; strong calls = sample + escalated, as a share of rows (all-strong: 100%)"
     )
     header = (
@@ -87,7 +99,7 @@ def main() -> int:
             ours, our_met, theirs, their_met = [], 0, [], 0
             our_time = their_time = 0.0
             for run in range(args.runs):
-                world = population(rows, seed=run, accuracy=args.accuracy)
+                world = population(rows, seed=run, **shape)
                 start = time.perf_counter()
                 decision = run_cascade(world, CascadeTarget(target, args.delta, seed=run))
                 our_time += time.perf_counter() - start

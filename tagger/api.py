@@ -6,7 +6,7 @@ import asyncio
 import concurrent.futures
 import os
 import threading
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -167,6 +167,8 @@ async def _run(
     config: RunConfig, given: InputScan, rows: RowList, sink: ProgressSink, prices: PriceTable
 ) -> Run:
     """The run, live or through the Batch API (waiting for its batches), into rows."""
+    if config.cascade is not None:
+        return await _cascade(config, given, rows, sink, prices)
     if config.batch is None:
         stats, manifest = await tag_into(config, given, rows, sink, prices)
         return Run(rows.rows, stats, manifest)
@@ -177,6 +179,37 @@ async def _run(
     )
     assert result.stats is not None and result.manifest is not None  # it waited: rows written
     return Run(rows.rows, result.stats, result.manifest)
+
+
+async def _cascade(
+    config: RunConfig, given: InputScan, rows: RowList, sink: ProgressSink, prices: PriceTable
+) -> Run:
+    """A cascade's stages, each shown on the run's progress line if there is one."""
+    from contextlib import contextmanager
+
+    from tagger.cascade.job import run_cascade_job
+    from tagger.pipeline.bar import BarProgress
+
+    @contextmanager
+    def progress_for(title: str, count: int) -> Iterator[ProgressSink]:
+        if not isinstance(sink, BarProgress):
+            yield sink
+            return
+        stage = BarProgress(sink.console, count, show=True)
+        with stage.shown():
+            yield stage
+
+    done = await run_cascade_job(
+        config,
+        given,
+        None,
+        progress_for,
+        prices,
+        writer=rows,
+        batch_watcher=_Unwatched(),
+        command=BATCH_COMMAND,
+    )
+    return Run(rows.rows, done.stats, done.manifest)
 
 
 class _Unwatched:
@@ -198,7 +231,10 @@ def tag(items: object, *, progress: bool = True, **options: Any) -> Run:
         prompt, prompts_dir, mode, concurrency, rpm, tpm, timeout, max_attempts,
         repair_turns, cache_dir, no_cache, refresh, max_cost, max_requests, prices, http,
         no_logprobs; batch=True (the Batch API: half price, waits for the batches), with
-        finish_live, batch_max_requests, batch_max_bytes, batch_poll.
+        finish_live, batch_max_requests, batch_max_bytes, batch_poll; cascade="CHEAP,STRONG"
+        with target (and delta, cascade_seed): the cheap model where its confidence certifies
+        it agrees with the strong one, the strong model on the rest (`run.manifest["cascade"]`
+        holds the threshold and the certificate).
 
     Works in a plain script and inside a running event loop (Jupyter): there the run goes on
     in a worker thread. Interrupting stops sending; every answer already in is kept in the

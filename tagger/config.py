@@ -115,6 +115,25 @@ class BatchConfig(BaseModel):
     finish_live: bool = False  # repairs and leftovers are sent live instead of another round
 
 
+class CascadeConfig(BaseModel):
+    """`--cascade CHEAP,STRONG --target T`: the cheap model where it agrees with the strong one."""
+
+    model_config = ConfigDict(frozen=True)
+
+    cheap: str = Field(min_length=1)
+    strong: str = Field(min_length=1)
+    # The share of rows whose task_area is the strong model's, with probability 1 - delta.
+    target: float = Field(gt=0, lt=1)
+    delta: float = Field(defaults.CASCADE_DELTA, gt=0, lt=1)
+    seed: int = defaults.CASCADE_SEED  # a rerun draws the same sample: the cache answers it
+
+    @model_validator(mode="after")
+    def _two_models(self) -> CascadeConfig:
+        if self.cheap == self.strong:
+            raise ValueError(f"names '{self.cheap}' twice: give a cheap model, then a stronger one")
+        return self
+
+
 class RunConfig(BaseModel):
     """Options of one `tagger run`."""
 
@@ -135,6 +154,7 @@ class RunConfig(BaseModel):
     # No --model, TAGGER_MODEL or .env model: a server (not OpenAI's) listing exactly one
     # model gets that one used (tagger.sending.models.with_only_model).
     choose_model: bool = False
+    cascade: CascadeConfig | None = None  # None: one model answers every abstract
 
     @model_validator(mode="before")
     @classmethod

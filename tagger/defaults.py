@@ -34,6 +34,14 @@ SAMPLE_SIZE = 300
 SAMPLE_SEED = 1
 SAMPLE_MIN_PER_STRATUM = 5
 
+# `tagger run --cascade`: the chance the cascade's guarantee may fail (--delta), and the seed
+# of the strong model's sample (a rerun draws the same one, so the cache answers it).
+CASCADE_DELTA = 0.05
+CASCADE_SEED = 0
+# A cheap stage that failed on more than this share of abstracts stops the cascade before the
+# strong model is paid: its failures would all be escalated (an outage billed at strong prices).
+CASCADE_MAX_CHEAP_FAILURES = 0.1
+
 
 _LOCAL_NAMES = frozenset({"localhost", "host.docker.internal"})
 

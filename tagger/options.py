@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from tagger import defaults
 from tagger.config import (
     BatchConfig,
+    CascadeConfig,
     ClientConfig,
     HttpBackend,
     Mode,
@@ -57,7 +58,8 @@ ENVIRONMENT: dict[str, str] = {
 
 
 def dotenv_path() -> Path:
-    """The `.env` file a run reads its settings from: the nearest one, here or above."""
+    """The `.env` file a run reads its settings from: the nearest one, here or above, inside
+    the boundary tagger.project draws (ConfigError if the one found is not the user's own)."""
     from tagger.project import find_dotenv
 
     return find_dotenv() or Path.cwd() / ".env"
@@ -109,6 +111,10 @@ class RunOptions(BaseModel):
     ray: bool = False  # `tagger run --ray` (tagger.cli.rayrun)
     ray_address: str | None = None  # None: start a local Ray
     ray_actors: int = Field(2, ge=1)
+    cascade: str | None = None  # "CHEAP,STRONG" (tagger.cascade): --model is not used then
+    target: float | None = None  # with cascade: the share of rows that agree with STRONG
+    delta: float = defaults.CASCADE_DELTA
+    cascade_seed: int = defaults.CASCADE_SEED
 
     @field_validator("model", mode="before")
     @classmethod
@@ -205,9 +211,54 @@ class RunOptions(BaseModel):
                 max_requests=self.max_requests,
                 batch=self._batch(),
                 choose_model=self.model is None,
+                cascade=self._cascade(),
             )
         except ValidationError as exc:
             raise config_error(exc) from None
+
+    def _cascade(self) -> CascadeConfig | None:
+        """--cascade CHEAP,STRONG with --target; UsageError for what a cascade cannot honour."""
+        if self.cascade is None:
+            if self.target is not None:
+                raise UsageError("--target applies to a cascade: add --cascade CHEAP,STRONG")
+            return None
+        names = [name.strip() for name in self.cascade.split(",")]
+        if len(names) != 2 or not all(names):
+            raise UsageError(
+                f"--cascade {self.cascade!r}: give two models, cheap first, "
+                "e.g. --cascade gpt-5.4-nano,gpt-5.4-mini"
+            )
+        if self.target is None:
+            raise UsageError(
+                "--cascade needs --target: the share of rows whose task area must be the "
+                "strong model's, e.g. --target 0.95"
+            )
+        if self.no_logprobs:
+            raise UsageError(
+                "--cascade decides by the cheap model's confidence (its logprobs): "
+                "drop --no-logprobs"
+            )
+        if self.ray:
+            raise UsageError("--cascade does not run on Ray yet: drop --ray (live or --batch)")
+        if self.detach:
+            raise UsageError(
+                "--cascade waits between its stages: drop --detach (--batch alone waits)"
+            )
+        try:
+            return CascadeConfig(
+                cheap=names[0],
+                strong=names[1],
+                target=self.target,
+                delta=self.delta,
+                seed=self.cascade_seed,
+            )
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'--' + str(e['loc'][-1]) if e['loc'] else '--cascade'}: "
+                f"{e['msg'].removeprefix('Value error, ')}"
+                for e in exc.errors()
+            )
+            raise UsageError(f"invalid option: {problems}") from None
 
     def _batch(self) -> BatchConfig | None:
         if not self.batch:
@@ -238,8 +289,6 @@ def _option_problem(location: tuple[int | str, ...], message: str) -> str:
 
 def _read_dotenv(path: Path) -> dict[str, str]:
     """The settings in a `.env` file, without putting them into the process environment."""
-    if not path.is_file():
-        return {}
-    from dotenv import dotenv_values
+    from tagger.project import read_dotenv
 
-    return {name: value for name, value in dotenv_values(path).items() if value is not None}
+    return read_dotenv(path)

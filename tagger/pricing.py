@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tagger.errors import ConfigError
 from tagger.promptcache import CacheRule, parse_cache_rule
@@ -52,6 +52,18 @@ class Price(BaseModel):
     flex_output: float | None = _PRICE
     as_of: str | None = Field(default=None, max_length=40)  # the day the price was read
     source: str | None = Field(default=None, max_length=300)  # the page it was read on
+
+    @model_validator(mode="after")
+    def _cached_is_no_dearer(self) -> Price:
+        # A cache that bills more than the input it saves is a typo (a swapped column).
+        for cached, full in (
+            (self.cached_input, self.input),
+            (self.batch_cached_input, self.batch_input),
+            (self.flex_cached_input, self.flex_input),
+        ):
+            if cached is not None and full is not None and cached > full:
+                raise ValueError(f"cached input {cached:g} costs more than input {full:g}")
+        return self
 
 
 def count_text_tokens(text: str) -> int:
@@ -236,6 +248,8 @@ def parse_prices(text: str, where: str) -> dict[str, Price]:
     """Price rows from a prices file's text; ConfigError naming the file and line if one is bad."""
     data = _toml(text, where)
     models = data.get("models") if isinstance(data, dict) else None
+    if models is None and "prompt_cache" in data:
+        return {}  # a file that sets only the prompt-cache rule
     if not isinstance(models, dict):
         raise ConfigError(f'{where}: no [models."NAME"] tables: {_FORMAT}')
     rows: dict[str, Price] = {}

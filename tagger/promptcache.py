@@ -22,7 +22,7 @@ __all__ = ["CacheRule", "fixed_prefix", "parse_cache_rule"]
 class CacheRule(BaseModel):
     """A provider's prompt-cache billing: the least prefix it caches and the step it caches in."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     min_tokens: int = Field(ge=1, le=10_000_000)
     step_tokens: int = Field(ge=1, le=10_000_000)

@@ -66,6 +66,10 @@ def _count(value: Any) -> int:
 NO_USAGE = Usage()
 
 
+# What --max-cost holds for the answer of a request sent without a token limit.
+UNLIMITED_WORST_TOKENS = 4096
+
+
 @dataclass(frozen=True, slots=True)
 class RequestEstimate:
     """What tagger expects one request to use, and the most it can be billed.
@@ -97,8 +101,10 @@ class RequestEstimate:
         )
 
     def worst(self) -> Usage:
-        """The most it can be billed: nothing cached, every token the limit allows as output."""
-        output = max(self.completion_tokens, self.completion_limit or 0)
+        """The most it can be billed: nothing cached, every token the limit allows as output
+        (without a limit, UNLIMITED_WORST_TOKENS: a prompt without max_tokens is unbounded)."""
+        limit = UNLIMITED_WORST_TOKENS if self.completion_limit is None else self.completion_limit
+        output = max(self.completion_tokens, limit)
         return Usage(self.prompt_tokens, output, 0, self.reasoning_tokens)
 
     def limited_by(self, limit: object) -> RequestEstimate:
@@ -126,3 +132,13 @@ def at_least(reported: Usage, estimate: Usage) -> Usage:
         min(reported.cached_input_tokens, prompt),
         min(max(reported.reasoning_tokens, estimate.reasoning_tokens), completion),
     )
+
+
+# A prompt billed at under a tenth of tagger's estimate is no tokenizer's count (they differ by
+# tens of percent): a server saying 0 or 1 for every request would switch --max-cost off.
+IMPLAUSIBLE_SHARE = 0.1
+
+
+def plausible(used: Usage, estimate: Usage) -> bool:
+    """Whether a reply's prompt count can be the request's (not far under the estimate)."""
+    return used.prompt_tokens >= IMPLAUSIBLE_SHARE * estimate.prompt_tokens

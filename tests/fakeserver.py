@@ -30,6 +30,7 @@ except ModuleNotFoundError:  # run as a script (FakeLLM.spawn): make `tests` imp
     from tests.fakebatch import FakeBatches
 from tests.fakebatch_objects import RawJSON
 from tests.fakelogprobs import AreaOdds, default_odds, token_logprobs
+from tests.fakemodels import CHEAP, STRONG, Skill, skilled_answer
 from tests.fakerules import (
     CATALOGUE,
     DEFAULT_SPEND,
@@ -262,6 +263,9 @@ class FakeLLM:
         # none (logprobs: null), "reject_400" refuses the request like a server without them.
         self.logprobs_support = "ok"
         self.area_odds: dict[str, AreaOdds] = {}  # by a substring of the first user message
+        # Models of a known skill (tests/fakemodels.py): each gives the hidden true area or a
+        # wrong one by the abstract's difficulty, with logprobs of its own confidence.
+        self.skills: dict[str, Skill] = {}
         self.max_in_flight = 0
         # llama.cpp behaviours (see llama_cpp()): "honour" the schema inside a json_object
         # response_format, "ignore" or "reject_400" it; "ramble": json_object without one
@@ -710,6 +714,9 @@ class FakeLLM:
             elif self.unconstrained_json == "ramble":  # a small model without a grammar
                 fault = "ramble"
         answer = self.answer_for(user, enum)
+        odds: AreaOdds | None = None
+        if (skill := self.skills.get(model)) is not None:
+            answer["task_area"], odds = skilled_answer(model, skill, user, enum or self.areas)
         if fault == "schema_invalid":
             answer = {"summary": answer["summary"], "task_area": "not-an-area", "method_tags": []}
         content = json.dumps(answer)
@@ -747,7 +754,7 @@ class FakeLLM:
             **extra,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
                          "finish_reason": finish,
-                         "logprobs": self._logprobs(body, user, answer, content, enum)}],
+                         "logprobs": self._logprobs(body, user, answer, content, enum, odds)}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens,
                       "prompt_tokens_details": {"cached_tokens": cached_tokens},
@@ -775,12 +782,14 @@ class FakeLLM:
         answer: dict[str, Any],
         content: str,
         enum: Sequence[str] | None,
+        odds: AreaOdds | None = None,
     ) -> dict[str, Any] | None:
-        """choices[0].logprobs when asked for and supported: area_odds, else default odds."""
+        """choices[0].logprobs when asked for and supported: odds given (a skilled model's),
+        area_odds, else default odds."""
         if not body.get("logprobs") or self.logprobs_support != "ok":
             return None
         area = str(answer.get("task_area"))
-        odds = next((o for match, o in self.area_odds.items() if match in user), None)
+        odds = odds or next((o for match, o in self.area_odds.items() if match in user), None)
         odds = odds or default_odds(user, area, list(enum) if enum else self.areas)
         top = body.get("top_logprobs")
         return {"content": token_logprobs(content, odds, top if isinstance(top, int) else 0)}
@@ -802,6 +811,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--models", default=None, help="comma-separated accepted model names")
     p.add_argument("--openai-rules", action="store_true", help="OpenAI's per-family rules")
     p.add_argument("--reply-style", default="plain", choices=["plain", "fenced", "prose"])
+    p.add_argument("--skilled", default="", help="CHEAP,STRONG: two models of known skill")
     schema_modes = ["ok", "reject_500", "reject_400", "ignore"]
     p.add_argument("--json-schema-support", default="ok", choices=schema_modes)
     p.add_argument("--retry-after", type=float, default=1.0)
@@ -821,6 +831,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     llm.per_second = a.per_second
     llm.reply_style, llm.json_schema_support = a.reply_style, a.json_schema_support
     llm.retry_after, llm.keep_bodies = a.retry_after, False
+    if a.skilled:
+        cheap, _, strong = a.skilled.partition(",")
+        llm.skills = {cheap: CHEAP, strong: STRONG}
     if llm.batches is not None:
         llm.batches.auto_after = a.batch_auto_after
     if a.no_batches:

@@ -32,7 +32,25 @@ CASES: dict[str, tuple[str, bytes | None, int | None, str]] = {
         "blank.jsonl", f'{GOOD}\n{GOOD}\n{{"abstract": "   "}}\n'.encode(), 3, "empty abstract"
     ),
     "unsupported file type": ("paper.pdf", b"%PDF-1.7\n", None, "unsupported file type"),
+    "lone surrogate": (
+        "split.jsonl", f'{GOOD}\n{{"abstract": "x \\ud83d y"}}\n'.encode(), 2, "surrogate"
+    ),
 }  # fmt: skip
+
+
+def test_a_lone_surrogate_in_any_field_given_from_python_names_the_item() -> None:
+    from tagger.api import read_items
+    from tagger.errors import InputError
+
+    for item in (
+        {"abstract": "x\ud800"},
+        {"abstract": "ok", "title": "\udfff"},
+        {"abstract": "ok", "note": "\udc80"},
+    ):
+        with pytest.raises(InputError, match="surrogate"):
+            read_items([{"abstract": "fine"}, item])
+    kept = read_items([{"abstract": "caf\u00e9 \U0001f600", "note": "\u00e9"}]).abstracts()
+    assert [a.text for a in kept] == ["caf\u00e9 \U0001f600"]  # real characters pass
 
 
 def _error_line(result: Result) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -91,16 +92,23 @@ def test_without_an_expiry_a_repair_still_goes_into_a_batch_round(
 
 def test_leftovers_sent_live_never_take_the_run_over_max_cost(tagger_cli: TaggerCLI) -> None:
     corpus = _corpus(tagger_cli)
-    dry = tagger_cli.run("--batch", "--dry-run", inputs=[corpus])
-    assert dry.exit_code == 0, dry.output
-    batch_estimate = float(dry.output.split("estimated cost with --batch: $", 1)[1].split()[0])
-    cap = round(batch_estimate * 1.017, 4)  # the batch, and room for 2 or 3 of 8 lines live
+    # What the batch of 300 lines holds against --max-cost, from the same job in another cache.
+    elsewhere = tagger_cli.tmp / "other-cache"
+    _expiring(tagger_cli, "complete")
+    other_out = tagger_cli.tmp / "other.jsonl"
+    assert batch_run(tagger_cli, inputs=[corpus], cache_dir=elsewhere, out=other_out).exit_code == 0
+    (job_file,) = (elsewhere / "batches").glob("*.json")
+    held = json.loads(job_file.read_text())["estimated_cost"]
+    cap = held * (1 + 5 / ITEMS)  # the batch, and about five lines' worth more: 2-3 live
     _expiring(tagger_cli, "expire:292")
     result = batch_run(tagger_cli, "--max-cost", cap, inputs=[corpus])
     assert result.exit_code == 1, result.output
+    assert tagger_cli.fake.batches is not None
+    assert len(tagger_cli.fake.batches.created[-1].parsed()) == ITEMS
     sent_live = len(tagger_cli.chats())
-    assert 0 < sent_live < 8, "every leftover was sent though the cap was nearly spent"
+    assert 0 < sent_live < 8, f"{sent_live} of 8 leftovers sent live with the cap nearly spent"
     manifest = tagger_cli.manifest()
     assert manifest["estimated_cost_usd"] <= cap
     assert manifest["not_run"] == 8 - sent_live
     assert all("--max-cost" in r["error"] for r in tagger_cli.rows() if r["status"] != "ok")
+    assert f"{sent_live} abstract" in result.output  # those tagged, not those the cap refused

@@ -170,6 +170,45 @@ def test_planted_and_unreadable_entries_read_in_bulk_are_misses(tmp_path: Path) 
         cache.close()
 
 
+def test_a_bulk_read_never_loads_a_long_entry_hidden_behind_a_nul(tmp_path: Path) -> None:
+    # SQLite's length() of a text stops at its first NUL: "\0" + 2 MB read as 0 long.
+    cache = AnswerCache(tmp_path / "cache")
+    try:
+        cache.put("good", {"answer": {"summary": "s"}})
+        raw = cache._cache
+        raw._sql("INSERT INTO Cache (key, raw, store_time, expire_time, access_time, "
+                 "access_count, tag, size, mode, filename, value) VALUES "
+                 "('nul', 1, 0, NULL, 0, 0, NULL, 0, 1, NULL, ?), "
+                 "('blob', 1, 0, NULL, 0, 0, NULL, 0, 1, NULL, ?)",
+                 ("\0" + "x" * (2 * MAX_ENTRY_CHARS), b"{}"))  # fmt: skip
+        assert [key for key, _ in raw.get_many(["good", "nul", "blob"])] == ["good"]
+    finally:
+        cache.close()
+
+
+def test_a_deep_planted_entry_is_a_miss_without_measuring_its_depth(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tagger import jsondata
+
+    def measured(text: str) -> int:
+        raise AssertionError("a cache entry's depth was measured (0.35 s a MiB, in Python)")
+
+    monkeypatch.setattr(jsondata, "nesting_depth", measured)
+    cache = AnswerCache(tmp_path / "cache")
+    try:
+        cache.put("good", {"answer": {"summary": "s"}})
+        cache._cache._sql(
+            "INSERT INTO Cache (key, raw, store_time, expire_time, access_time, access_count, "
+            "tag, size, mode, filename, value) VALUES ('deep', 1, 0, NULL, 0, 0, NULL, 0, 1, "
+            "NULL, ?)",
+            ("[" * 100_000,),
+        )
+        assert list(cache.get_many(["good", "deep"])) == ["good"] and cache.get("deep") is None
+    finally:
+        cache.close()
+
+
 def test_squeeze_spaces_is_split_and_join() -> None:
     assert (
         "".join(c for c in map(chr, range(sys.maxunicode + 1)) if c.isspace() and c != " ")

@@ -234,3 +234,37 @@ def test_where_the_null_is_barely_true_it_is_rejected_in_at_most_delta_of_runs()
             certifier.record({i: agrees[i] for i in batch})
         kept_runs += bool(certifier.decision().keep)
     assert 0 < kept_runs <= runs * delta + 2 * math.sqrt(runs * delta * (1 - delta))
+
+
+def test_a_tiny_delta_plans_and_decides() -> None:
+    world = population(500, seed=0)
+    for delta in (1e-17, 5e-324):  # 1 - delta is 1.0 in floating point
+        decision = run_cascade(world, CascadeTarget(0.9, delta, seed=0))
+        assert decision.rows == 500 and agreement(world, decision) >= 0.9
+
+
+def test_a_few_scored_rows_among_many_are_sampled_without_walking_them_all() -> None:
+    confidences: list[float | None] = [None] * 300_000
+    confidences[17], confidences[250_000] = 0.9, 0.8
+    certifier = Certifier(confidences, CascadeTarget(0.95))
+    assert certifier.scored_rows == 2 and certifier.next_sample() == [17, 250_000]
+
+
+def test_hypergeometric_tail_of_a_large_sample_does_not_underflow() -> None:
+    # P(X = 0) is ~0.5^1100 ~ 1e-331, below a float: the tail must not read as 0 ("rejected").
+    from fractions import Fraction
+
+    x, size, marked, draws = 520, 3_000, 1_500, 1_100
+    exact = Fraction(
+        sum(math.comb(marked, k) * math.comb(size - marked, draws - k) for k in range(x + 1)),
+        math.comb(size, draws),
+    )
+    assert lower_tail(x, size, marked, draws) == pytest.approx(float(exact), rel=1e-6)
+    assert lower_tail(4_472, 10**6, 100_001, 8_944) == pytest.approx(1.0)  # half wrong: no
+
+
+def test_a_tiny_delta_plans_a_sample() -> None:
+    # 1 - 1e-17 is 1.0 in floats: the planner must not ask the normal quantile of 1.
+    for delta in (1e-17, 1e-300):
+        world = Population([0.99] * 200, [True] * 200)
+        assert run_cascade(world, CascadeTarget(0.5, delta)).rows == 200

@@ -100,3 +100,53 @@ def test_dry_run_says_what_is_cached_and_the_floor(tmp_path: Path) -> None:
     assert report.floor_cost is not None and report.floor_cost < report.cost < report.uncached_cost
     assert "billed as cached" in report.cache_note
     assert Mode.JSON_SCHEMA  # the default mode's schema is counted as prompt
+
+
+def test_openai_api_is_sent_one_prompt_cache_key_per_plan(tmp_path: Path) -> None:
+    from tagger.pipeline.request import build_request, request_rules
+    from tagger.prompting.plan import RunPlan
+
+    def body_for(base_url: str | None, prompt: str = "tag") -> dict[str, Any]:
+        config = RunOptions(
+            model=MODEL, prompt=prompt, prompts_dir=PROMPTS_DIR, api_key=TEST_KEY,
+            base_url=base_url,
+        ).config()  # fmt: skip
+        plan = RunPlan.load(config)
+        rules = request_rules(config.client, plan.prompt.params, cache_key=plan.prompt_cache_key)
+        messages = [{"role": "user", "content": "x"}]
+        return build_request(MODEL, messages, Mode.JSON_SCHEMA, plan.schema,
+                             plan.prompt.params, rules=rules)  # fmt: skip
+
+    official = body_for(None)
+    key = official["prompt_cache_key"]
+    assert key.startswith("tagger-") and len(key) < 64  # a hash: no prompt text in it
+    assert body_for(None)["prompt_cache_key"] == key  # the same for every request
+    assert body_for(None, "tag-compact")["prompt_cache_key"] != key  # another prefix
+    assert "prompt_cache_key" not in body_for("http://127.0.0.1:8000/v1")  # not a local server
+    assert "prompt_cache_retention" not in official  # the API's default (24h where offered)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[models."m"]\ninput = 0.2\ncached_input = 5.0\noutput = 1.0\n',  # cached dearer
+        '[prompt_cache]\nmin_tokens = "1024"\nstep_tokens = 128\n',  # a string, not a count
+        "[prompt_cache]\nmin_tokens = 1024\nstep_tokens = 0\n",
+        "[prompt_cache]\nmin_tokens = 1024.5\nstep_tokens = 128\n",
+        "[prompt_cache]\nmin_tokens = 1024\nstep_tokens = 128\nttl = 5\n",
+    ],
+)
+def test_odd_prices_and_cache_rules_are_refused(tmp_path: Path, text: str) -> None:
+    from tagger.errors import ConfigError
+
+    path = tmp_path / "prices.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"prices\.toml"):
+        PriceTable.load(path)
+
+
+def test_a_prices_file_may_set_only_the_cache_rule(tmp_path: Path) -> None:
+    path = tmp_path / "prices.toml"
+    path.write_text("[prompt_cache]\nmin_tokens = 2048\nstep_tokens = 256\n", encoding="utf-8")
+    rule = PriceTable.load(path).cache_rule(MODEL)
+    assert rule is not None and rule.cached(2047) == 0 and rule.cached(2400) == 2304

@@ -239,6 +239,7 @@ HELP_EXAMPLES_ORDER = [
     "sample",
     "models",
     "prices",
+    "where",
     "cache",
     "cache stats",
     "tagger run seeds/ -o batched.jsonl --prompt tag-compact@v1 --batch --detach",

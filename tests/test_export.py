@@ -50,6 +50,9 @@ def make_row(index: int, **answer: Any) -> dict[str, Any]:
         "reasoning_tokens": 0,
         "batch_id": None,
         "served_model": "gpt-4o-mini-2024-07-18",
+        "cascade_role": None,
+        "cascade_confidence": None,
+        "cascade_cheap_area": None,
     }
     row.update(answer)
     assert tuple(row) == ROW_FIELDS

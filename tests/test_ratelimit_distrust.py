@@ -7,11 +7,16 @@ import logging
 
 import pytest
 
-from tagger.sending.gate import MAX_PAUSE_SECONDS, SendGate
+from tagger.sending.gate import HEADER_WINDOW_SECONDS, SendGate
 
 EXHAUSTED_FOR_A_DAY = {
     "x-ratelimit-remaining-requests": "0",
     "x-ratelimit-reset-requests": "86400s",
+}
+# Within the window, so believed until the server's answers contradict it.
+EXHAUSTED_FOR_A_MINUTE = {
+    "x-ratelimit-remaining-requests": "0",
+    "x-ratelimit-reset-requests": "59s",
 }
 
 
@@ -53,8 +58,23 @@ def test_a_thousand_requests_under_contradicted_headers_take_minutes(
     with caplog.at_level(logging.INFO, logger="tagger.sending.gate"):
         _run(gate, clock, EXHAUSTED_FOR_A_DAY, 1000)
     assert clock.now - start < 10 * 60  # not the 1,000 capped pauses (~33 hours) of before
-    assert gate.paused_seconds <= MAX_PAUSE_SECONDS
-    assert gate.headers_disbelieved
+    assert gate.paused_seconds == 0  # a day-long reset of a per-minute window is not believed
+    said = [r for r in caplog.records if "not believed" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelno == logging.WARNING
+
+
+def test_a_request_answered_inside_a_claimed_window_disproves_the_headers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = VirtualClock()
+    gate = SendGate(concurrency=8, clock=clock, sleep=clock.sleep)
+    gate.observe(EXHAUSTED_FOR_A_MINUTE)  # believed: paused 59 s
+    assert gate.snapshot().pause_left == 59
+    with caplog.at_level(logging.INFO, logger="tagger.sending.gate"):
+        gate.observe(EXHAUSTED_FOR_A_MINUTE, answered_sent_at=clock.now + 1)
+    assert gate.headers_disbelieved and gate.snapshot().pause_left == 0
+    gate.observe(EXHAUSTED_FOR_A_MINUTE)
+    assert gate.snapshot().pause_left == 0  # ignored from now on
     said = [r for r in caplog.records if "keeps answering" in r.getMessage()]
     assert len(said) == 1 and said[0].levelno == logging.WARNING
 
@@ -71,9 +91,30 @@ def test_honest_headers_keep_pausing() -> None:
 def test_a_429_still_pauses_after_the_headers_are_disbelieved() -> None:
     clock = VirtualClock()
     gate = SendGate(concurrency=2, clock=clock, sleep=clock.sleep)
-    _run(gate, clock, EXHAUSTED_FOR_A_DAY, 5)
+    gate.observe(EXHAUSTED_FOR_A_MINUTE)
+    gate.observe(EXHAUSTED_FOR_A_MINUTE, answered_sent_at=clock.now)
     assert gate.headers_disbelieved
     before = gate.paused_seconds
     gate.pause(30.0)  # what the client does with a 429's Retry-After
     assert gate.paused_seconds == before + 30.0
     assert gate.snapshot().pause_left == 30.0
+
+
+@pytest.mark.parametrize("reset", ["86400s", "24h", "90s", "1m0.5s", "3600"])
+def test_a_reset_beyond_the_headers_own_window_pauses_nothing(reset: str) -> None:
+    clock = VirtualClock()
+    gate = SendGate(concurrency=2, clock=clock, sleep=clock.sleep)
+    start = clock.now
+    headers = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": reset}
+    _run(gate, clock, headers, 2)  # the issue's run: 2 abstracts
+    assert gate.paused_seconds == 0
+    assert clock.now - start < 5  # two half-second answers, no pause (was one of 120 s)
+
+
+def test_no_header_pauses_longer_than_its_window() -> None:
+    clock = VirtualClock()
+    gate = SendGate(concurrency=1, clock=clock, sleep=clock.sleep)
+    for reset in ("60s", "59.9s", "1m", "61s", "120s"):
+        gate.observe({"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": reset})
+        assert gate.snapshot().pause_left <= HEADER_WINDOW_SECONDS
+    assert gate.paused_seconds == HEADER_WINDOW_SECONDS  # one pause: the first "60s"

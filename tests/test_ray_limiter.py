@@ -11,9 +11,9 @@ import pytest
 from tagger.errors import BudgetExceeded, SendingStopped
 from tagger.pricing import Price, PriceTable
 from tagger.ray.actors import AsyncLimiter, Limits
+from tagger.ray.budget import ClusterBudget
 from tagger.ray.gate import ClusterGate
 from tagger.ray.limiter import ClusterLimiter, Report
-from tagger.sending.gate import SpendGuard
 from tagger.usage import Usage
 
 
@@ -40,7 +40,7 @@ def _most_in_any_second(times: list[float]) -> int:
 
 def test_workers_asking_in_turn_share_one_schedule_under_the_limit() -> None:
     clock = Clock()
-    limiter = ClusterLimiter(rpm=600, tpm=None, guard=None, clock=clock)
+    limiter = ClusterLimiter(rpm=600, tpm=None, budget=None, clock=clock)
     sent: list[float] = []
     workers = itertools.cycle(range(4))
     while clock.now < 110.0:
@@ -57,16 +57,16 @@ def test_workers_asking_in_turn_share_one_schedule_under_the_limit() -> None:
 
 def test_a_grant_covers_a_short_horizon_so_that_pauses_reach_everyone_soon() -> None:
     clock = Clock()
-    limiter = ClusterLimiter(rpm=60, tpm=None, guard=None, clock=clock)
+    limiter = ClusterLimiter(rpm=60, tpm=None, budget=None, clock=clock)
     grant = limiter.grant(want=64, tokens=0)
     assert len(grant.times) == 1  # one a second: the next is beyond the horizon
-    unlimited = ClusterLimiter(rpm=None, tpm=None, guard=None, clock=clock)
+    unlimited = ClusterLimiter(rpm=None, tpm=None, budget=None, clock=clock)
     assert unlimited.grant(want=64, tokens=0).times == (clock.now,) * 64
 
 
 def test_a_pause_holds_the_next_grants_and_changes_the_state() -> None:
     clock = Clock()
-    limiter = ClusterLimiter(rpm=None, tpm=None, guard=None, clock=clock)
+    limiter = ClusterLimiter(rpm=None, tpm=None, budget=None, clock=clock)
     before = limiter.state()
     limiter.pause(2.0)
     after = limiter.state()
@@ -77,8 +77,8 @@ def test_a_pause_holds_the_next_grants_and_changes_the_state() -> None:
 
 
 def test_max_requests_holds_for_all_workers_and_returned_permits_count_again() -> None:
-    guard = SpendGuard(max_requests=10, max_cost=None, cost_of=lambda used: None)
-    limiter = ClusterLimiter(rpm=None, tpm=None, guard=guard)
+    budget = ClusterBudget(max_requests=10, max_cost=None, cost_of=lambda used: None)
+    limiter = ClusterLimiter(rpm=None, tpm=None, budget=budget)
     first = limiter.grant(want=8, tokens=0)
     assert len(first.times) == 8
     limiter.report(Report(returned=3))  # worker A ends its batch with 3 unused
@@ -89,16 +89,51 @@ def test_max_requests_holds_for_all_workers_and_returned_permits_count_again() -
     assert limiter.stats().permits == 10
 
 
-def test_max_cost_counts_reservations_until_answers_settle_them() -> None:
-    prices = PriceTable({"m": Price(input=1.0, cached_input=1.0, output=1.0)})
+def test_max_cost_holds_each_permit_at_its_most_and_waits_for_answers_to_settle() -> None:
+    # Output costs 6x input, as on gpt-5.4-nano: a permit holds its prompt at the input price
+    # and its token limit (100) at the output price, $0.0016, so 6 fit under $0.01.
+    prices = PriceTable({"m": Price(input=1.0, cached_input=1.0, output=6.0)})
     cost_of = lambda used: prices.cost("m", used)  # noqa: E731
-    limiter = ClusterLimiter(None, None, SpendGuard(None, 0.01, cost_of), cost_of)
-    granted = limiter.grant(want=64, tokens=1000)  # $0.001 each: 10 fit under $0.01
-    assert len(granted.times) == 10 and granted.state.budget
-    stats = limiter.stats()
-    assert stats.stopped == "--max-cost $0.01 reached" and stats.permits == 10
-    limiter.report(Report(settled_estimate=10_000, used=Usage(prompt_tokens=9_000)))
-    assert limiter.stats().cost == pytest.approx(0.009)
+    limiter = ClusterLimiter(None, None, ClusterBudget(None, 0.01, cost_of, 100), cost_of)
+    granted = limiter.grant(want=64, tokens=1000)
+    assert len(granted.times) == 6 and granted.state.stopped is None  # the rest wait
+    assert limiter.grant(want=8, tokens=1000).times == ()  # no room until answers settle
+    # Six answers settle at their real use (1,000 in, 50 out: $0.0013 each): $0.0078 spent.
+    each = Usage(prompt_tokens=1000, completion_tokens=50)
+    for _ in range(6):
+        limiter.report(Report(settled_estimate=1000, used=each, settled=1))
+    assert limiter.stats().cost == pytest.approx(0.0078)
+    last = limiter.grant(want=8, tokens=1000)  # $0.0016 more fits; a second would not, ever
+    assert len(last.times) == 1 and last.state.stopped is None
+    limiter.report(Report(settled_estimate=1000, used=each, settled=1))
+    refused = limiter.grant(want=8, tokens=1000)
+    assert refused.times == () and refused.state.stopped == "--max-cost $0.01 reached"
+    assert limiter.stats().cost is not None and limiter.stats().cost <= 0.01
+
+
+def test_no_answer_can_take_the_cluster_past_the_cap() -> None:
+    # Workers answering at the most their limit allows, in every order: never over the cap.
+    prices = PriceTable({"m": Price(input=0.2, cached_input=0.02, output=1.25)})
+    cost_of = lambda used: prices.cost("m", used)  # noqa: E731
+    for seed in range(20):
+        rng = __import__("random").Random(seed)
+        budget = ClusterBudget(None, 0.05, cost_of, 400)
+        limiter = ClusterLimiter(None, None, budget, cost_of)
+        out: list[int] = []
+        for _ in range(400):
+            tokens = rng.randint(500, 3000)
+            out += [tokens] * len(limiter.grant(rng.randint(1, 8), tokens).times)
+            while out and rng.random() < 0.6:  # answers: any length up to the limit
+                asked = out.pop(rng.randrange(len(out)))
+                used = Usage(prompt_tokens=asked, completion_tokens=rng.randint(0, 400))
+                limiter.report(Report(settled_estimate=asked, used=used, settled=1))
+            if limiter.state().stopped:
+                break
+        for asked in out:
+            used = Usage(prompt_tokens=asked, completion_tokens=400)
+            limiter.report(Report(settled_estimate=asked, used=used, settled=1))
+        cost = limiter.stats().cost
+        assert cost is not None and cost <= 0.05 and limiter.state().stopped
 
 
 async def _until(condition: object, what: str) -> None:

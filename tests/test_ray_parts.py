@@ -117,6 +117,10 @@ def test_lines_that_are_not_rows_and_headers_that_are_not_headers_are_not_truste
         '{"key": "k", "row": "text"}',
         json.dumps({"key": "k", "row": {**_row(4), "index": "4"}}),  # strings are not numbers
         json.dumps({"key": "k", "row": _row(5, prompt_tokens=10**50)}),  # a planted bill
+        json.dumps({"key": "k", "row": _row(6, cached_input_tokens=10**50)}),
+        json.dumps({"key": "k", "row": _row(7, reasoning_tokens=10**50)}),
+        json.dumps({"key": "k", "row": _row(8, task_area_confidence=-5.0)}),  # no probability
+        json.dumps({"key": "k", "row": _row(9, task_area_runner_up_confidence=1e300)}),
         json.dumps({"key": _key(_row(3)), "row": _row(3)}),
     ]
     (directory / "part-x.jsonl").write_text("\n".join(lines) + "\n")
@@ -127,6 +131,44 @@ def test_lines_that_are_not_rows_and_headers_that_are_not_headers_are_not_truste
     assert {p.header.run for p in found} == {None}
     assert done_rows(found) == {_token(_row(3))}
     assert done_rows(found, run="r1") == set()
+
+
+def test_a_part_whose_first_line_is_too_long_is_of_no_known_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(parts_module, "MAX_LINE_BYTES", 1000)
+    directory = tmp_path / "parts"
+    directory.mkdir()
+    header = {"part": {"run": "r1", "seq": 1, "input_count": 3, "pad": "x" * 2000}}
+    (directory / "part-1.jsonl").write_text(json.dumps(header) + "\n")
+    (part,) = find_parts([directory])
+    assert part.header.run is None
+    report = parts_module.PartsRead()
+    assert list(read_parts([part], report)) == [] and report.skipped == 1
+
+
+def test_a_part_replaced_by_a_fifo_after_the_listing_is_skipped_not_waited_on(
+    tmp_path: Path,
+) -> None:
+    import threading
+
+    path = _part(tmp_path / "parts", [_row(0)])
+    (part,) = find_parts([path.parent])
+    path.unlink()
+    os.mkfifo(path)  # swapped in between the listing's check and the read
+    writer = os.open(path, os.O_RDWR)  # a writer that never writes: a read would wait forever
+    report = parts_module.PartsRead()
+    found: list[Any] = []
+    reader = threading.Thread(target=lambda: found.extend(read_parts([part], report)), daemon=True)
+    try:
+        reader.start()
+        reader.join(timeout=30)  # a hang guard, not a timing: the fixed read returns at once
+        assert not reader.is_alive(), "reading a FIFO part waited for a writer"
+        assert (
+            found == [] and report.skipped == 1 and "not a regular file" in report.skipped_where[0]
+        )
+    finally:
+        os.close(writer)
 
 
 def test_a_rerun_skips_only_ok_rows_of_its_own_run_for_positions_it_has(tmp_path: Path) -> None:

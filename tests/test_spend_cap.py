@@ -146,13 +146,19 @@ def test_plain_usage_is_believed_and_huge_counts_are_capped() -> None:
     assert believed and huge.prompt_tokens == MAX_REPLY_TOKENS
 
 
-@pytest.mark.parametrize("case", ["float", "negative", "missing counts", "no usage", "digits"])
+@pytest.mark.parametrize(
+    "case", ["float", "negative", "missing counts", "no usage", "digits", "zero", "one"]
+)
 def test_junk_usage_is_charged_at_least_the_estimate(tagger_cli: TaggerCLI, case: str) -> None:
     def hostile(user: str, body: dict[str, Any]) -> dict[str, Any] | RawJSON:
         if case == "digits":  # a 150-digit count: unreadable, read as missing
             text = json.dumps({**body, "usage": {"prompt_tokens": 7, "completion_tokens": 7}})
             digits = '"prompt_tokens": ' + "9" * 150
             return RawJSON(text.replace('"prompt_tokens": 7', digits).encode())
+        if case in ("zero", "one"):  # plain counts, but no request of ~1,800 tokens is 0 or 1
+            count = 0 if case == "zero" else 1
+            body["usage"] = {"prompt_tokens": count, "completion_tokens": count}
+            return body
         body["usage"] = HOSTILE_USAGE[case]
         return body
 
@@ -180,3 +186,19 @@ def test_a_huge_count_trips_the_cap(tagger_cli: TaggerCLI, tmp_path: Path) -> No
     manifest = tagger_cli.manifest()
     assert manifest["stop_reason"] == "--max-cost $1000 reached"
     assert len(tagger_cli.chats()) == 1  # the first reply's billion tokens stop the run
+
+
+def test_a_batch_answer_without_usage_is_charged_the_estimate(tagger_cli: TaggerCLI) -> None:
+    from tests.batchhelpers import batch_run
+
+    def no_usage(user: str, body: dict[str, Any]) -> dict[str, Any]:
+        body.pop("usage")
+        return body
+
+    tagger_cli.fake.reply_hook = no_usage
+    result = batch_run(tagger_cli, "--model", "gpt-4o-mini", inputs=[tagger_cli.small_input(2)])
+    assert result.exit_code == 0, result.output
+    for row in tagger_cli.rows():
+        assert row["status"] == "ok"
+        assert row["prompt_tokens"] >= 1000 and row["completion_tokens"] >= 60, row
+    assert tagger_cli.manifest()["batch"]["prompt_tokens"] >= 2000

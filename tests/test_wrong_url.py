@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from tagger.config import check_base_url
+from tagger.redact import public_url
 from tagger.sending.connection import suggested_base_url, wrong_base_url_message
 from tests.harness import TaggerCLI, one_line
 
@@ -39,6 +41,14 @@ def test_the_message_says_the_url_is_wrong_and_what_to_try() -> None:
     assert "\n" not in message
     plain = wrong_base_url_message("http://gpu:8000/v1", "m")
     assert "check --base-url" in plain and "try --base-url" not in plain
+
+
+def test_the_url_said_keeps_ipv6_brackets_and_drops_the_key() -> None:
+    key = "sk-" + "a1" * 12
+    said = public_url(f"http://user:{key}@[::1]:8000/?api_key={key}")
+    assert said == "http://[::1]:8000/"
+    assert suggested_base_url(said) == "http://[::1]:8000/v1"  # a URL --base-url accepts
+    check_base_url(suggested_base_url(said) or "")
 
 
 @pytest.mark.parametrize("shape", ["no /v1", "the endpoint pasted whole"])

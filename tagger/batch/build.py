@@ -225,7 +225,9 @@ def build_round(
     mode = Mode(state.mode)
     rules = ItemPolicy.for_plan(plan)
     # The model family's parameters, and what this job's earlier rounds were refused for.
-    sent_as = request_rules(plan.config.client, plan.prompt.params, state.adaptations)
+    sent_as = request_rules(
+        plan.config.client, plan.prompt.params, state.adaptations, cache_key=plan.prompt_cache_key
+    )
     estimator = RequestEstimator(plan, sent_as, None)
     for abstract in abstracts:
         key = plan.item_key(abstract)
@@ -238,7 +240,8 @@ def build_round(
         )
         # The policy's next request: its repair turns, max_tokens raised after a cut-off.
         messages, params = rules.request(policy_state(item, rules), rendered)
-        refusal = cap.refusal(messages, params, estimator.estimate(messages, params, mode))
+        estimate = estimator.estimate(messages, params, mode)
+        refusal = cap.refusal(messages, params, estimate)
         if refusal is not None:
             _not_run(item, refusal)
             continue
@@ -246,6 +249,8 @@ def build_round(
                              rules=sent_as)  # fmt: skip
         files.add(key, body)
         item.status = "submitted"
+        expected = estimate.expected()
+        item.estimate = Usage(expected.prompt_tokens, expected.completion_tokens).as_fields()
         item.attempts += 1
     for key in wanted:  # no longer among the inputs: nothing to write a row for
         del state.items[key]

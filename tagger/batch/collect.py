@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tagger.batch.api import BatchInfo
@@ -16,9 +16,10 @@ from tagger.pipeline.outcome import Outcome
 from tagger.pipeline.policy import Action, Failure, ItemPolicy
 from tagger.pipeline.request import request_rules
 from tagger.prompting.plan import RunPlan
+from tagger.redact import safe_text
 from tagger.sending.params import refusal_of
 from tagger.sending.reply import Reply, reply_from_json
-from tagger.usage import Usage
+from tagger.usage import Usage, at_least, plausible
 
 log = logging.getLogger(__name__)
 # Lines a batch never ran because it ended first: resubmitted, never failed for it.
@@ -83,7 +84,7 @@ class Collector:
         if isinstance(response, dict):
             status = response.get("status_code")
             status = status if isinstance(status, int) and not isinstance(status, bool) else None
-            message, code = _error_of(response.get("body"))
+            message, code = _error_of(response.get("body"), self.policy.secret)
             reason = f"HTTP {status}: {message or 'no message'}"
             # A refused parameter the job now adapts to: the next round sends the line again.
             retryable = True if self._adapted(status, response.get("body")) else None
@@ -102,11 +103,13 @@ class Collector:
         if not isinstance(status, int):
             return False
         client, params = self.plan.config.client, self.plan.prompt.params
-        rules = request_rules(client, params, self.state.adaptations)
+        key = self.plan.prompt_cache_key
+        rules = request_rules(client, params, self.state.adaptations, cache_key=key)
         # The line was built before some of what the job knows now: either set of names.
-        before = request_rules(client, params).body_params(params)
+        before = request_rules(client, params, cache_key=key).body_params(params)
         sent = {"model", "messages", "response_format", *before, *rules.body_params(params)}
-        refusal = refusal_of(status, body, _error_of(body)[0] or "", sent)
+        message = _error_of(body, self.policy.secret)[0] or ""
+        refusal = refusal_of(status, body, message, sent)
         if refusal is None or not rules.learn(refusal):
             # Refused again after the job adapted (an earlier line of this batch): resend too.
             return refusal is not None and refusal.param in rules.adapted
@@ -122,11 +125,16 @@ class Collector:
         unreadable: str | None = None,
     ) -> None:
         try:
-            reply = reply_from_json(body)
+            reply = reply_from_json(body, self.policy.secret)
         except TypeError:
-            reply = Reply(content="", finish_reason=None)  # validation says what is wrong
+            # Validation says what is wrong; what it cost is not known: the estimate.
+            reply = Reply(content="", finish_reason=None, usage_believed=False)
         if unreadable is not None:
-            reply = Reply(content="", finish_reason=None, problem=unreadable)
+            reply = Reply(content="", finish_reason=None, problem=unreadable, usage_believed=False)
+        expected = Usage.from_fields(item.estimate)
+        if not (reply.usage_believed and plausible(reply.usage, expected)):
+            # Junk, no or implausible usage: at least what tagger expected the line to cost.
+            reply = replace(reply, usage=at_least(reply.usage, expected))
         self.state.requests += 1
         total = Usage.from_fields(self.state.usage) + reply.usage
         self.state.usage = total.as_fields()
@@ -200,11 +208,12 @@ def read_output_line(text: str) -> tuple[dict[str, Any], str | None]:
     return (value if isinstance(value, dict) else {}), None
 
 
-def _error_of(body: Any) -> tuple[str | None, str | None]:
-    """The message (one line, bounded) and the code of an error body."""
+def _error_of(body: Any, secret: str | None) -> tuple[str | None, str | None]:
+    """The message (one line, bounded, redacted once decoded) and the code of an error body."""
     error = body.get("error") if isinstance(body, dict) else None
     if not isinstance(error, dict):
         return None, None
-    message = " ".join(str(error["message"]).split())[:240] if error.get("message") else None
+    text = " ".join(str(error["message"]).split())[:240] if error.get("message") else None
+    message = safe_text(text, secret) if text is not None else None
     code = error.get("code")
     return message, code if isinstance(code, str) else None

@@ -13,7 +13,7 @@ from tagger.files.rows import RowWriter
 from tagger.pipeline.cache import AnswerCache
 from tagger.pipeline.item import ItemTagger, ModeProbe, ProbeSnapshot
 from tagger.pipeline.live import LiveRunner
-from tagger.pipeline.outcome import Outcome
+from tagger.pipeline.outcome import Outcome, Status
 from tagger.pipeline.progress import ProgressSink
 from tagger.pipeline.request import request_rules
 from tagger.pipeline.stats import RunStats
@@ -38,7 +38,7 @@ class BatchLeftovers:
     tagger: ItemTagger
     job: JobState
     live: bool = False
-    sent_live: int = 0  # leftovers tagged live
+    sent_live: int = 0  # leftovers tagged live (answered or failed, not refused)
 
     def snapshot(self) -> ProbeSnapshot:
         """The live part's mode, for the run's stats."""
@@ -53,8 +53,9 @@ class BatchLeftovers:
             start = None
             if item is not None:  # its batch tokens are counted with the job's already
                 start = replace(policy_state(item, self.tagger.policy), usage=NO_USAGE)
-            self.sent_live += 1
-            return await self.tagger.tag(abstract.text, abstract.title, start)
+            outcome = await self.tagger.tag(abstract.text, abstract.title, start)
+            self.sent_live += outcome.status is not Status.NOT_RUN  # a refusal raised, too
+            return outcome
         if item is not None and item.status in ("pending", "repair"):  # the job was cancelled
             return Outcome(error=f"{item.error}; rerun the same command to resubmit", stopped=True)
         if item is None:
@@ -96,7 +97,9 @@ async def write_rows(
     gate = SendGate(
         config.client.rpm, config.client.tpm, config.concurrency, _guard(job, plan, prices)
     )
-    rules = request_rules(config.client, plan.prompt.params, job.adaptations)
+    rules = request_rules(
+        config.client, plan.prompt.params, job.adaptations, cache_key=plan.prompt_cache_key
+    )
     client = LLMClient(config.client, gate, rules, model_checked=True)  # by the batch job
     tagger = BatchLeftovers(
         ItemTagger.for_plan(plan, client, ModeProbe(Mode(job.mode))),

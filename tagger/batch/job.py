@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import shlex
 import sys
 import time
@@ -24,11 +25,14 @@ from tagger.files.rows import JsonlWriter, RowWriter, manifest_path
 from tagger.pipeline.cache import AnswerCache
 from tagger.pipeline.job import build_manifest
 from tagger.pipeline.progress import ProgressSink
+from tagger.pipeline.request import request_rules
 from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.redact import public_url
 from tagger.sending.models import check_model, with_only_model
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -165,6 +169,7 @@ def _open_job(
             mode=_mode(config, output).value,
             created_at=jobfile.now(),
         )
+    _check_adaptations(job, plan)
     _answered_since(job, cache)
     for item in job.items.values():
         if item.status == "not_run":  # left by a spend limit: this run may have a higher one
@@ -174,6 +179,15 @@ def _open_job(
         if key not in job.items and cache.get(key) is None:
             job.items[key] = ItemState()
     return job
+
+
+def _check_adaptations(job: JobState, plan: RunPlan) -> None:
+    """Keep only the adaptations a server could have taught (the job file is data others can
+    edit): each one refused is said in one line and dropped from the job."""
+    rules = request_rules(plan.config.client, plan.prompt.params)
+    for refused in rules.replay(job.adaptations):
+        log.warning("batch job %s: ignoring the adaptation %s", job.job_id, refused)
+    job.adaptations = list(rules.learned)
 
 
 def _answered_since(job: JobState, cache: AnswerCache) -> None:

@@ -49,6 +49,9 @@ class ItemState(BaseModel):
     # (tagger.batch.items bounds them when they are read back).
     turns: Annotated[list[tuple[Text, Text]], Field(max_length=100)] = Field(default_factory=list)
     usage: Tokens = Field(default_factory=dict)  # tokens of its batch answers (Usage)
+    # tagger's own estimate of its last request (Usage fields): what an answer whose usage is
+    # missing or junk is charged at least.
+    estimate: Tokens = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod

@@ -119,7 +119,10 @@ class Certifier:
         else:
             raise ValueError(f"a sample size is a whole number >= 0, not {sample_size!r}")
         self._planned = min(planned, scored)
-        self._order = SeededOrder(self._rows, goal.seed)
+        # The sample is drawn from the scored rows only: a run where most rows have no
+        # confidence must not walk (and remember) a random order of all of them.
+        self._scored = [i for i, score in enumerate(self._scores) if score is not None]
+        self._order = SeededOrder(len(self._scored), goal.seed)
         self._labels: dict[int, bool] = {}
         self._outstanding: set[int] = set()
         self._drawn = False
@@ -224,12 +227,7 @@ class Certifier:
         )
 
     def _draw(self, count: int) -> list[int]:
-        batch: list[int] = []
-        while len(batch) < count and self._order.remaining:
-            row = self._order.next()
-            if self._scores[row] is not None:
-                batch.append(row)
-        return batch
+        return [self._scored[self._order.next()] for _ in range(min(count, self._order.remaining))]
 
     def _test(self) -> float | None:
         """The lowest threshold of the fixed sequence whose null and all before it are rejected."""

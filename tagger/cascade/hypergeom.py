@@ -30,13 +30,18 @@ def lower_tail(x: int, population: int, marked: int, draws: int) -> float:
         return 1.0
     log_total = _log_choose(population, draws)
     log_term = _log_choose(marked, low) + _log_choose(population - marked, draws - low) - log_total
-    term = math.exp(log_term)
-    terms = [term]
+    # Summed in logs: P(X = low) of a sample of thousands underflows to 0.0 (0.9^9000), and
+    # every term after it with it, which would read as "rejected" whatever was seen.
+    log_terms = [log_term]
     for k in range(low, x):
-        # P(X = k + 1) / P(X = k), exact in rationals: no lgamma per term.
-        term *= (marked - k) * (draws - k) / ((k + 1) * (population - marked - draws + k + 1))
-        terms.append(term)
-    return min(math.fsum(terms), 1.0)
+        # P(X = k + 1) / P(X = k), exact in rationals: no lgamma per term. Never 0 here:
+        # k < min(marked, draws) and k >= draws - (population - marked).
+        ratio = (marked - k) * (draws - k) / ((k + 1) * (population - marked - draws + k + 1))
+        log_term += math.log(ratio)
+        log_terms.append(log_term)
+    peak = max(log_terms)
+    total = math.fsum(math.exp(term - peak) for term in log_terms)
+    return min(math.exp(peak + math.log(total)), 1.0)
 
 
 def rejects(p_value: float, delta: float) -> bool:

@@ -33,7 +33,7 @@ def plan_sample_size(descending: Sequence[float], rows: int, budget: int, delta:
     scored = len(descending)
     if scored == 0:
         return 0
-    z = NormalDist().inv_cdf(1 - delta)
+    z = -NormalDist().inv_cdf(delta)  # not inv_cdf(1 - delta): 1 - 1e-17 is 1.0, out of range
     errors = [0.0]
     for score in descending:
         errors.append(errors[-1] + (1.0 - score))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated, Any
 
@@ -9,7 +10,7 @@ import typer
 
 from tagger.__version__ import __version__
 from tagger.cli.batch import batch_app
-from tagger.cli.cache import cache_app
+from tagger.cli.cache import cache_app, where
 from tagger.cli.helpstyle import TaggerGroup
 from tagger.cli.models import models
 from tagger.cli.prices import prices
@@ -51,17 +52,30 @@ def main(
     if ctx.invoked_subcommand is None:
         typer.echo(ctx.get_help())
         raise typer.Exit(0)
-    from dotenv import load_dotenv
-
     from tagger.cli.logs import logs_on_stderr
-    from tagger.project import find_dotenv
 
     # Loaded here, not at import, and before subcommand options read their envvars.
-    # The nearest .env, here or above (find_dotenv(usecwd=True)): `cd seeds` keeps the key.
-    dotenv = find_dotenv()
-    if dotenv is not None:
-        load_dotenv(dotenv, override=False)
+    _load_dotenv()
     ctx.with_resource(logs_on_stderr())  # warnings of every command; `run` sets its own level
+
+
+def _load_dotenv() -> None:
+    """The nearest .env of the user's own, here or above (`cd seeds` keeps the key), into the
+    environment where a variable is not set already; one line (exit 2) if it is refused."""
+    from tagger.cli.common import print_err
+    from tagger.errors import TaggerError
+    from tagger.project import find_dotenv, read_dotenv
+
+    try:
+        dotenv = find_dotenv()
+        settings = read_dotenv(dotenv) if dotenv is not None else {}
+    except TaggerError as exc:
+        if {"--help", "-h"} & set(sys.argv[1:]):
+            return  # help needs no settings
+        print_err(f"Error: {exc}")
+        raise typer.Exit(exc.exit_code) from None
+    for name, value in settings.items():
+        os.environ.setdefault(name, value)
 
 
 app.command("run")(run)
@@ -73,6 +87,7 @@ app.command("sample")(sample)
 app.command("models")(models)
 app.command("prices")(prices)
 app.command("merge")(merge)
+app.command("where")(where)
 
 if __name__ == "__main__":
     app()

@@ -1,4 +1,5 @@
-"""`tagger cache stats|clear`: inspect or clear the answer cache."""
+"""`tagger cache stats|clear`: inspect or clear the answer cache; `tagger where`: which
+settings, project and cache a command run here would use."""
 
 from __future__ import annotations
 
@@ -29,16 +30,19 @@ def cache_stats(
 ) -> None:
     """Show how many answers the cache holds."""
     from tagger.pipeline.cache import cache_stats as read_stats
+    from tagger.project import find_dotenv
 
     with errors():
         cache_dir = cache_dir_or_default(cache_dir)
         stats = read_stats(cache_dir.absolute())  # the path says which cache, wherever one stands
+        dotenv = find_dotenv()
         if as_json:
-            typer.echo(json.dumps(stats))
+            typer.echo(json.dumps({**stats, "dotenv": str(dotenv) if dotenv else None}))
             return
         typer.echo(
             f"{plural(stats['entries'], 'answer')}, {size(stats['bytes'])} in {stats['directory']}"
         )
+        typer.echo(f"settings from {dotenv}" if dotenv else "settings: no .env file found")
 
 
 @cache_app.command("clear")
@@ -97,3 +101,33 @@ def _confirm(question: str) -> bool:
             raise UsageError("no answer to the question (no terminal?); pass --yes") from None
         print_err("Interrupted: nothing cleared")
         raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+def where(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Show which .env, project, prompts and default cache a command run here would use.
+
+    tagger looks in the current folder and the folders above it, up to a repository root
+    (a folder holding .git), $HOME, or the last folder that is yours alone; a .env, prompts/
+    or cache/ that someone else owns, or that others can write, is refused.
+    """
+    from tagger.project import places
+    from tagger.prompting.prompts import default_prompts_dir
+
+    with errors():
+        found = places()
+        shown = {
+            "dotenv": str(found.dotenv) if found.dotenv else None,
+            "project": str(found.project) if found.project else None,
+            "prompts_dir": str(default_prompts_dir()),
+            "cache_dir": str(found.cache_dir.absolute()),
+            "searched_up_to": str(found.stopped_at),
+            "why_there": found.why_stopped,
+        }
+        if as_json:
+            typer.echo(json.dumps(shown))
+            return
+        none = {"dotenv": "none found", "project": "none (no .env or prompts/ found)"}
+        for name, value in shown.items():
+            typer.echo(f"{name.replace('_', ' ')}: {value or none[name]}")

@@ -15,7 +15,7 @@ import typer
 
 from tagger import defaults
 from tagger.errors import TaggerError
-from tagger.redact import redact
+from tagger.redact import safe_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -75,14 +75,14 @@ def report(exc: Exception, secret: str | None) -> int:
         print_err("Stopped: the output pipe was closed before every row was written")
         return EXIT_BROKEN_PIPE
     if isinstance(exc, TaggerError):
-        print_err(f"Error: {redact(str(exc), secret)}")
+        print_err(f"Error: {safe_text(str(exc), secret)}")
         return exc.exit_code
     if isinstance(exc, ValidationError):
         problems = "; ".join(_option_problem(e["loc"], e["msg"]) for e in exc.errors())
         print_err(f"Error: invalid option: {problems}")
         return 2
     # A bug, not a user error: one line naming it, no traceback in the user's face.
-    print_err(f"Error: unexpected failure, please report it: {redact(repr(exc), secret)[:300]}")
+    print_err(f"Error: unexpected failure, please report it: {safe_text(repr(exc), secret)[:300]}")
     return 1
 
 

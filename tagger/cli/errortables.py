@@ -1,15 +1,19 @@
-"""Rich tables for eval's error bars and compare's verdicts: estimates, bands, review effort."""
+"""Rich tables beyond tables.py's: eval's error bars and compare's verdicts (estimates, bands,
+review effort), both split by the model that answered, and a cascade's summary and dry run."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
 from tagger.review.stats import FEW_ROWS
 from tagger.terminal import cell, printable
+
+if TYPE_CHECKING:
+    from tagger.cascade.estimate import CascadeEstimate
 
 # (key, label) of the method-tag scores that carry a bootstrap interval.
 TAG_METRICS = (
@@ -203,3 +207,72 @@ def print_verdicts(console: Console, report: dict[str, Any]) -> None:
 
 def _count(value: float | None) -> str:
     return "n/a" if value is None else str(int(value))
+
+
+def print_by_model(console: Console, report: dict[str, Any]) -> None:
+    """eval's and compare's figures by the model that answered, when a run has several."""
+    models = report.get("by_model")
+    if not models:
+        return
+    if "model_a" in models[0]:  # compare
+        table = Table("model A", "model B", "rows", "area changed", title="by model")
+        for entry in models:
+            table.add_row(
+                cell(entry["model_a"]), cell(entry["model_b"]), str(entry["compared"]),
+                str(entry["area_changed"]),
+            )  # fmt: skip
+        console.print(table)
+        return
+    table = Table("answered by", "gold rows", "task-area accuracy", title="by model")
+    for entry in models:
+        table.add_row(cell(entry["model"]), str(entry["evaluated"]), _accuracy(entry))
+    console.print(table)
+    cascade = report.get("cascade")
+    if not cascade:
+        return
+    table = Table("", "gold rows", "task-area accuracy", title="cascade vs each model alone")
+    table.add_row("cascade", str(cascade["cascade"]["evaluated"]), _accuracy(cascade["cascade"]))
+    cheap, strong = cascade["cheap_alone"], cascade["strong_alone"]
+    table.add_row(f"{cell(cheap['model'] or 'cheap')} alone", str(cheap["evaluated"]),
+                  _accuracy(cheap))  # fmt: skip
+    table.add_row(
+        f"{cell(strong['model'] or 'strong')} alone (its rows only)",
+        str(strong["evaluated"]),
+        _accuracy(strong),
+    )
+    console.print(table)
+
+
+def _accuracy(scores: dict[str, Any]) -> str:
+    accuracy = scores.get("accuracy")
+    share = "n/a" if accuracy is None else f"{accuracy:.1%}"
+    return f"{scores['correct']}/{scores['evaluated']} ({share})"
+
+
+def print_pairs(console: Console, title: str, pairs: Sequence[tuple[str, str]]) -> None:
+    """A two-column table of labels and values (a cascade's summary)."""
+    table = Table(title=title, show_header=False)
+    for label, value in pairs:
+        table.add_row(label, cell(value))
+    console.print(table)
+
+
+def print_cascade_dry_run(console: Console, estimate: CascadeEstimate) -> None:
+    """The cascade's --dry-run after the cheap model's: both models over every abstract, the
+    range, the expectation."""
+    cheap, strong = estimate.cheap.cost, estimate.strong.cost
+    table = Table(title="cascade --dry-run (nothing sent)", show_header=False)
+    table.add_row("all cheap", _dollars(cheap) + f" ({cell(estimate.cheap.model)}, to send)")
+    table.add_row("all strong", _dollars(strong) + f" ({cell(estimate.strong.model)}, to send)")
+    high = None if cheap is None or strong is None else cheap + strong
+    table.add_row("cascade", f"{_dollars(cheap)} to {_dollars(high)} (cheap on every row, "
+                  "plus the strong model on none to all of them)")  # fmt: skip
+    expected = estimate.expected_cost
+    total = None if expected is None or cheap is None else expected + cheap
+    table.add_row("expected", _dollars(total) if total is not None else "not known yet")
+    table.add_row("", cell(estimate.expected_note))
+    console.print(table)
+
+
+def _dollars(value: float | None) -> str:
+    return "n/a" if value is None else f"${value:.4f}"

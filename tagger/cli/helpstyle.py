@@ -30,6 +30,7 @@ EXAMPLES: dict[str, str] = {
     "models": "tagger models --json",
     "prices": "tagger prices gpt-5.4-nano",
     "merge": "tagger merge tagged.jsonl.parts -o tagged.jsonl",
+    "where": "tagger where --json",
     "cache": "tagger cache stats",
     "cache stats": "tagger cache stats --json",
     "cache clear": "tagger cache clear --yes",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +20,7 @@ from tagger.pipeline.bar import BarProgress
 
 if TYPE_CHECKING:
     from tagger.cli.runcommand import RunCommand
+    from tagger.config import RunConfig
 
 
 def run_command(command: RunCommand) -> None:
@@ -38,17 +40,32 @@ def run_command(command: RunCommand) -> None:
             raise UsageError("--verbose and --quiet contradict each other: pass one of them")
         options = command.options()
         config = options.config()
+        _say_where(config)
         if not command.dry_run:
             require_key(config)
         price_table = PriceTable.load(options.prices)
         with _interruptible("while reading inputs; nothing was sent"):
             scanned = scan(command.paths)
+        if command.dry_run and config.cascade is not None:
+            from tagger.cascade.estimate import cascade_dry_run
+            from tagger.cli.errortables import print_cascade_dry_run
+
+            with _interruptible("during the dry run; nothing was sent"):
+                estimate = cascade_dry_run(config, scanned, price_table)
+            print_dry_run(console, estimate.cheap)  # and the first prompt (the same for both)
+            print_cascade_dry_run(console, estimate)
+            return
         if command.dry_run:
             with _interruptible("during the dry run; nothing was sent"):
                 report = plan_dry_run(config, scanned, price_table)
             print_dry_run(console, report)
             if config.batch is not None:
                 print_batch_estimate(console, report, config, price_table)
+            return
+        if config.cascade is not None:
+            from tagger.cli.cascaderun import run_cascade_command
+
+            run_cascade_command(command, options, config, scanned, price_table, console)
             return
         if options.ray:
             from tagger.cli.rayrun import run_ray
@@ -76,6 +93,19 @@ def run_command(command: RunCommand) -> None:
             raise typer.Exit(EXIT_INTERRUPTED)
         if stats.failed or stats.stop_reason:
             raise typer.Exit(1)
+
+
+def _say_where(config: RunConfig) -> None:
+    """With --verbose: which settings file, prompts and cache this run uses (`tagger where`)."""
+    from tagger.project import find_dotenv
+
+    dotenv = find_dotenv()
+    logging.getLogger(__name__).info(
+        "settings from %s; prompts from %s; cache in %s",
+        dotenv or "no .env file (none found here or above)",
+        config.prompts_dir,
+        config.cache_dir,
+    )
 
 
 @contextmanager

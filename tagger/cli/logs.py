@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from tagger.redact import redact
+from tagger.redact import safe_text
 from tagger.terminal import one_line
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class ConsoleLogHandler(logging.Handler):
         prefix = _PREFIXES.get(record.levelno, "")
         about = current_abstract()  # emitted in the task of the abstract the record is about
         message = f"{about}: {record.getMessage()}" if about else record.getMessage()
-        text = one_line(redact(prefix + message, self.secret))
+        text = one_line(safe_text(prefix + message, self.secret))
         # Not kept: the CLI test harness swaps sys.stderr for every command.
         console = self.console or Console(stderr=True)
         with contextlib.suppress(OSError):  # stderr itself is gone: nowhere left to say it

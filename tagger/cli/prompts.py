@@ -9,6 +9,7 @@ from tagger.cli.common import PromptsDirOpt, errors
 
 if TYPE_CHECKING:
     from tagger.cli.tables import VersionRow
+    from tagger.prompting.prompts import Prompt
 
 
 def prompts(prompts_dir: PromptsDirOpt = None) -> None:
@@ -26,10 +27,30 @@ def prompts(prompts_dir: PromptsDirOpt = None) -> None:
         print_prompts(
             directory,
             found,
+            [_shared(directory, prompt) for prompt in found],
             default.ref if default is not None else None,
             _taxonomies(directory, taxonomy),
             _synonyms(directory),
         )
+
+
+def _shared(prompts_dir: Path, prompt: Prompt) -> str:
+    """'1,610, 1,536 cached': the tokens every request shares, and what OpenAI's
+    prompt cache bills of them at the cached price (strict JSON-schema mode, the default)."""
+    from tagger.config import Mode
+    from tagger.pipeline.estimate import shared_tokens
+    from tagger.pricing import bundled_cache_rule
+    from tagger.prompting.schema import answer_json_schema, build_answer_model
+    from tagger.prompting.taxonomy import load_synonyms, load_taxonomy
+
+    taxonomy = load_taxonomy(prompts_dir, prompt.taxonomy_version)
+    schema = answer_json_schema(build_answer_model(taxonomy, load_synonyms(prompts_dir)))
+    shared = shared_tokens(prompt, taxonomy, schema, Mode.JSON_SCHEMA)
+    rule = bundled_cache_rule()
+    cached = rule.cached(shared)
+    if cached == 0:
+        return f"{shared:,}, none cached"
+    return f"{shared:,}, {cached:,} cached"
 
 
 def _taxonomies(prompts_dir: Path, default: str | None) -> list[VersionRow]:

@@ -226,6 +226,37 @@ def run(
     ray_actors: Annotated[
         int, typer.Option(min=1, help="With --ray: tagging actors.", metavar="N")
     ] = 2,
+    cascade: Annotated[
+        str | None,
+        typer.Option(
+            help="CHEAP,STRONG: the cheap model answers where its confidence "
+            "certifies it agrees with the strong one, the strong one the rest (--target).",
+            show_default="one model (--model)",
+            metavar="MODELS",
+        ),
+    ] = None,
+    target: Annotated[
+        float | None,
+        typer.Option(
+            help="With --cascade: the share of rows whose task area is the strong model's.",
+            show_default="none: required with --cascade",
+            metavar="SHARE",
+        ),
+    ] = None,
+    delta: Annotated[
+        float,
+        typer.Option(
+            help="With --cascade: the chance, at most, that the target is missed.",
+            metavar="P",
+        ),
+    ] = defaults.CASCADE_DELTA,
+    cascade_seed: Annotated[
+        int,
+        typer.Option(
+            help="With --cascade: the seed of the strong model's sample (reruns reuse it).",
+            metavar="N",
+        ),
+    ] = defaults.CASCADE_SEED,
     verbose: Annotated[
         bool,
         typer.Option("--verbose", "-v", help="Log every retry, repair and pause with its reason."),

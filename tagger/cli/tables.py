@@ -16,6 +16,7 @@ from tagger.cli.errortables import (
     ci_num,
     ci_pct,
     estimate_values,
+    print_by_model,
     print_error_bars,
     print_verdicts,
 )
@@ -128,6 +129,7 @@ class VersionRow(NamedTuple):
 def print_prompts(
     prompts_dir: Path,
     prompts: Sequence[Prompt],
+    shared: Sequence[str],
     default_prompt: str | None,
     taxonomies: Sequence[VersionRow],
     synonyms: Sequence[VersionRow],
@@ -135,17 +137,28 @@ def print_prompts(
     """One table each for prompts, taxonomies and synonyms, defaults marked."""
     console = Console()
     listed = Table(
-        "prompt", "hash", "taxonomy", "", "description", title=f"prompts in {prompts_dir}"
-    )
-    for item in prompts:
+        "prompt", "hash", "taxonomy", "", "shared tokens (OpenAI)", "description",
+        title=f"prompts in {prompts_dir}",
+    )  # fmt: skip
+    for item, tokens in zip(prompts, shared, strict=True):
         listed.add_row(
             cell(item.ref),
             item.hash,
             cell(item.taxonomy_version or "newest"),
             DEFAULT_MARK if item.ref == default_prompt else "",
+            tokens,
             cell(item.description),
         )
     console.print(listed)
+    console.print(
+        "shared tokens: the start of every request, the same for every abstract (schema, "
+        "instructions, task areas). OpenAI bills the cached part at a tenth of the input "
+        "price; a prompt sharing fewer than 1,024 tokens pays them in full every time, so on "
+        "OpenAI the longer default prompt is the cheaper one (docs/cloud-models.md). A local "
+        "server bills nothing: there the shorter prompt is the faster one.",
+        highlight=False,
+        markup=False,
+    )
     console.print(_versions_table("taxonomy", "areas", "taxonomies", taxonomies))
     synonyms_table = _versions_table("synonyms", "entries", "synonyms", synonyms)
     if not synonyms:  # running without synonyms is a choice too, and the default then
@@ -240,6 +253,7 @@ def print_eval(report: dict[str, Any], title: str) -> None:
             confusion.add_row(cell(gold_area), *(str(cells[p] or "·") for p in labels))
         console.print(confusion)
     print_error_bars(console, report)
+    print_by_model(console, report)
 
 
 def print_compare(report: dict[str, Any], limit: int) -> None:
@@ -259,6 +273,7 @@ def print_compare(report: dict[str, Any], limit: int) -> None:
     table.add_row("tags changed", str(totals["tags_changed"]))
     table.add_row("summary changed", str(totals["summary_changed"]))
     console.print(table)
+    print_by_model(console, report)
     if "verdicts" in report:
         print_verdicts(console, report)
     changed = [

@@ -14,7 +14,13 @@ from typing import Any
 from tagger.errors import InputError
 from tagger.files.csvrows import csv_rows
 from tagger.files.ownfiles import own_file_kind
-from tagger.files.textlines import os_reason, parse_json, read_lines
+from tagger.files.textlines import (
+    check_text,
+    may_hold_surrogates,
+    os_reason,
+    parse_json,
+    read_lines,
+)
 from tagger.spaces import squeeze_spaces
 from tagger.wording import plural
 
@@ -281,6 +287,7 @@ def _check(abstracts: Iterable[Abstract], per_file: dict[str, int]) -> tuple[int
 
 def given_record(source: str, number: int, fields: Mapping[str, Any]) -> Abstract:
     """An abstract from a mapping given in memory (item `number`, from 1), checked like a line."""
+    check_text(source, number, dict(fields))
     record = _record(Path(source), number, dict(fields), "key", lambda key: key)
     return Abstract(
         record.id, record.text, source, number - 1, number, record.venue, record.year,
@@ -374,6 +381,8 @@ def _read_jsonl(path: Path) -> Iterator[Abstract]:
         if not isinstance(obj, dict):
             got = _json_type(obj)
             raise InputError(path, number, f"expected a JSON object, got {got}: {_ONE_OBJECT}")
+        if may_hold_surrogates(text):
+            check_text(path, number, obj)
         yield _record(path, number, obj, "field", lambda key: key)
 
 
@@ -399,10 +408,13 @@ def _read_json(path: Path) -> Iterator[Abstract]:
         raise InputError(
             path, None, f'expected an array of {{"abstract": "..."}} objects, got {got}'
         )
+    surrogates = may_hold_surrogates(text)
     for number, obj in enumerate(data, start=1):
         if not isinstance(obj, dict):
             got = _json_type(obj)
             raise InputError(path, number, f"item {number} of the array is {got}, not an object")
+        if surrogates:
+            check_text(path, number, obj)
         yield _record(path, number, obj, "field", lambda key: key)
 
 
@@ -423,6 +435,8 @@ def _record(
         if name in _KNOWN:
             known[name] = value
         else:
+            if isinstance(value, str) and not value.isascii():
+                _no_surrogate(path, line, str(key), value)
             extra[key] = value
     if "abstract" not in known:
         raise InputError(path, line, f"no 'abstract' {kind}: add an \"abstract\" string")
@@ -441,9 +455,26 @@ def _record(
     )
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _no_surrogate(path: Path, line: int, name: str, value: str) -> None:
+    """InputError for a lone surrogate (JSON's "\\ud800"): no character, it cannot be written
+    as UTF-8, so the row (paid for) could never be stored or written."""
+    if found := _SURROGATE.search(value):
+        raise InputError(
+            path,
+            line,
+            f"{name!a} holds {found.group()!a}, half of a UTF-16 pair and no character: "
+            "fix the text (a JSON writer split an emoji?)",
+        )
+
+
 def _optional(path: Path, line: int, name: str, value: Any) -> str | None:
     """Return an optional field as stripped text, None if blank, checking its type."""
     if isinstance(value, str):  # the common case first: this runs for every field of a line
+        if not value.isascii():
+            _no_surrogate(path, line, name, value)
         return value.strip() or None
     ints_ok = name in ("id", "year")
     if ints_ok and isinstance(value, int) and not isinstance(value, bool):

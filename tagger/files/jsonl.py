@@ -16,8 +16,9 @@ from tagger.jsondata import jsonl_lines
 # The fields of a run row the review commands read, and the JSON types `tagger run` writes.
 _RUN_TEXT_FIELDS = (
     "task_area", "summary", "title", "abstract", "source", "venue", "status", "error",
-    "model", "prompt", "prompt_version", "prompt_hash", "taxonomy_version",
+    "model", "prompt", "prompt_version", "prompt_hash", "taxonomy_version", "cascade_cheap_area",
 )  # fmt: skip
+_CASCADE_ROLES = (None, "kept", "sampled", "escalated")
 _RUN_INT_FIELDS = ("index", "year")
 
 
@@ -90,4 +91,7 @@ def run_row_problem(row: dict[str, Any]) -> str | None:
         return f"'method_tags' must be a list of text or null, got {json_type(tags)}"
     if not isinstance(row.get("cached"), bool | None):
         return f"'cached' must be true, false or null, got {json_type(row['cached'])}"
+    role = row.get("cascade_role")
+    if not isinstance(role, str | None) or role not in _CASCADE_ROLES:
+        return "'cascade_role' must be kept, sampled, escalated or null"
     return None

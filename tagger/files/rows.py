@@ -55,6 +55,12 @@ class Row(BaseModel):
     reasoning_tokens: int = 0  # part of completion_tokens: thought, not shown, billed as output
     batch_id: str | None = None  # the Batch API batch that answered it; None for a live answer
     served_model: str | None = None  # the model the server says answered (its reply's `model`)
+    # A cascade run's (tagger run --cascade; None otherwise): why this row's model answered it
+    # ("kept": the cheap model, "sampled" or "escalated": the strong one), the cheap model's
+    # confidence in its task area (what the threshold cuts) and the cheap model's task area.
+    cascade_role: Literal["kept", "sampled", "escalated"] | None = None
+    cascade_confidence: float | None = None
+    cascade_cheap_area: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -87,6 +93,11 @@ class Row(BaseModel):
 
 
 ROW_FIELDS = tuple(Row.model_fields)
+NO_CASCADE: dict[str, Any] = {
+    "cascade_role": None,
+    "cascade_confidence": None,
+    "cascade_cheap_area": None,
+}
 _FIELD_SET = frozenset(ROW_FIELDS)
 
 
@@ -129,6 +140,7 @@ def build_row(
         **usage.as_fields(),
         "batch_id": batch_id,  # the Batch API batch that answered it; null for a live answer
         "served_model": served_model,  # the model the server says answered (its reply's)
+        **NO_CASCADE,
     }
     for key, value in abstract.extra.items():
         row[key if key not in row else f"input_{key}"] = value

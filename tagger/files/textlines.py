@@ -92,6 +92,30 @@ def _cr_lines(handle: IO[bytes]) -> Iterator[bytes]:
         yield unfinished[0]  # the last line, without an ending
 
 
+# Where a lone surrogate can come from in JSON text: a \\uD800-\\uDFFF escape (a pair is fine).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def may_hold_surrogates(text: str) -> bool:
+    """Whether JSON text has a surrogate escape at all (cheap: most lines have none)."""
+    return _SURROGATE_ESCAPE.search(text) is not None
+
+
+def check_text(path: Path | str, line: int | None, value: Any) -> None:
+    """InputError naming the file and line if a string in `value` holds a lone surrogate:
+    it is no text (`"\\ud800"` in JSON), and could be neither sent nor written."""
+    from tagger.redact import lone_surrogate
+
+    found = lone_surrogate(value)
+    if found is not None:
+        raise InputError(
+            path,
+            line,
+            f"holds a lone surrogate ({found}), which is not text: write the character itself, "
+            "or both halves of its surrogate pair",
+        )
+
+
 def parse_json(text: str) -> Any:
     """json.loads, refusing integers too long to be data and nesting too deep (ValueError)."""
     return jsondata.parse_json(text)

@@ -33,7 +33,10 @@ BULK_KEYS = 256
 MAX_ENTRY_CHARS = 1_000_000
 # Diskcache's own query in Cache.get (its fast path: no statistics, no eviction), for many keys.
 _SELECT_MANY = (
-    "SELECT key, mode, filename, CASE WHEN length(value) <= ? THEN value END FROM Cache"
+    # Bytes, not length(value): SQLite counts a text's characters up to its first NUL, so a
+    # planted "\0" + 500 MB would pass as 0 long and be read whole.
+    "SELECT key, mode, filename, CASE WHEN typeof(value) = 'text'"
+    " AND length(CAST(value AS BLOB)) <= ? THEN value END FROM Cache"
     " WHERE raw = 1 AND key IN ({marks}) AND (expire_time IS NULL OR expire_time > ?)"
 )
 
@@ -258,7 +261,7 @@ def _entry(raw: Any) -> dict[str, Any] | None:
     if not isinstance(raw, str) or len(raw) > MAX_ENTRY_CHARS:
         return None
     try:
-        value = parse_server_json(raw)  # a planted entry: bounded, junk numbers as null
+        value = parse_server_json(raw, name_depth=False)  # planted? bounded, junk numbers null
     except ValueError:
         return None
     return value if isinstance(value, dict) else None

@@ -19,16 +19,33 @@ from tagger.pricing import MESSAGE_OVERHEAD_TOKENS, count_text_tokens
 from tagger.promptcache import CacheRule, fixed_prefix
 from tagger.prompting.formats import response_format
 from tagger.prompting.plan import RunPlan
+from tagger.prompting.prompts import Prompt
+from tagger.prompting.taxonomy import Taxonomy
 from tagger.sending.params import RequestRules
 from tagger.usage import RequestEstimate, Usage
 
-__all__ = ["EXPECTED_ANSWER_TOKENS", "RequestEstimator", "RunEstimate"]
+__all__ = ["EXPECTED_ANSWER_TOKENS", "RequestEstimator", "RunEstimate", "shared_tokens"]
 
 # A 20-30-word summary, an area id and two to four tags as JSON: the seed abstracts' answers
 # average 58 tokens against the project's fake; 60 leaves room for longer real summaries.
 EXPECTED_ANSWER_TOKENS = 60
 # Two abstracts that share nothing: what their prompts share is the run's fixed part.
 _PROBES = (("\x00", None), ("\x01", "\x02"))
+
+
+def shared_tokens(prompt: Prompt, taxonomy: Taxonomy, schema: dict[str, Any], mode: Mode) -> int:
+    """Tokens at the start of every request under a prompt that are the same for all: what a
+    provider's prompt cache can serve (the schema, the instructions, the task areas)."""
+    fmt = response_format(mode, schema)
+    schema_text = json.dumps(fmt) if fmt is not None else ""
+    texts = [
+        schema_text
+        + "".join(
+            m["content"] for m in render_messages(prompt, taxonomy, schema, text, title, mode)
+        )
+        for text, title in _PROBES
+    ]
+    return count_text_tokens(fixed_prefix(*texts))
 
 
 class RequestEstimator:
@@ -56,14 +73,7 @@ class RequestEstimator:
         """Tokens at the start of every request of this run that are the same for all."""
         if mode not in self._fixed:
             plan = self.plan
-            texts = [
-                self.prompt_text(
-                    render_messages(plan.prompt, plan.taxonomy, plan.schema, text, title, mode),
-                    mode,
-                )
-                for text, title in _PROBES
-            ]
-            self._fixed[mode] = count_text_tokens(fixed_prefix(*texts))
+            self._fixed[mode] = shared_tokens(plan.prompt, plan.taxonomy, plan.schema, mode)
         return self._fixed[mode]
 
     def cached_tokens(self, mode: Mode) -> int:

@@ -81,7 +81,7 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
     first: list[dict[str, str]] = []
     cached = 0
     mode = config.mode or ModeProbe(None).mode
-    rules = request_rules(config.client, plan.prompt.params)
+    rules = request_rules(config.client, plan.prompt.params, cache_key=plan.prompt_cache_key)
     model = config.client.model
     estimator = RequestEstimator(plan, rules, prices.cache_rule(model))
     total = RunEstimate()
@@ -218,7 +218,11 @@ async def tag_into(
     guard = _guard(config, prices)
     cache = open_cache(config)
     gate = SendGate(config.client.rpm, config.client.tpm, config.concurrency, guard)
-    client = LLMClient(config.client, gate, request_rules(config.client, plan.prompt.params))
+    client = LLMClient(
+        config.client,
+        gate,
+        request_rules(config.client, plan.prompt.params, cache_key=plan.prompt_cache_key),
+    )
     watch_for_slow_answers(client, config, scan.unique)
     tagger = ItemTagger.for_plan(plan, client, ModeProbe(config.mode))
     runner = LiveRunner(plan, tagger, client, cache, writer, progress, prices)

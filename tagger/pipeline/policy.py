@@ -15,7 +15,7 @@ batch resubmits in its next round, and both read the same decisions.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 from tagger.errors import InvalidAnswer
 from tagger.pipeline.validate import check_answer, cut_off_problem, repair_messages
+from tagger.redact import redact_fields, safe_text
 from tagger.sending.confidence import AreaConfidence, area_confidence
 from tagger.sending.reply import Reply
 from tagger.usage import NO_USAGE, Usage
@@ -132,16 +133,20 @@ class ItemPolicy:
     repair_turns: int
     max_attempts: int
     cutoff_retries: int = 1  # asks again after a cut-off; each doubles max_tokens
+    # The API key, to hide in every answer and reason once decoded (never shown: repr=False).
+    secret: str | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def for_plan(cls, plan: RunPlan) -> ItemPolicy:
         """The policy a run plan decides: the same for live, batch and Ray."""
+        key = plan.config.client.api_key
         return cls(
             answer_model=plan.answer_model,
             area_ids=plan.taxonomy.ids,
             params=plan.prompt.params,
             repair_turns=plan.config.repair_turns,
             max_attempts=plan.config.client.max_attempts,
+            secret=key.get_secret_value() if key is not None else None,
         )
 
     def can_send(self, state: ItemState) -> bool:
@@ -174,18 +179,22 @@ class ItemPolicy:
         try:
             answer = check_answer(reply.content, self.answer_model, problem=reply.problem)
         except InvalidAnswer as exc:
-            problems = str(exc)
+            problems = safe_text(str(exc), self.secret)  # it may quote the answer
             if state.repairs < self.repair_turns and self.can_send(state):
-                turns = (*state.turns, (reply.content, problems))
+                # Kept in a batch job file, echoed to the server: fit to write as UTF-8.
+                turns = (*state.turns, (safe_text(reply.content, self.secret), problems))
                 repaired = replace(state, repairs=state.repairs + 1, turns=turns)
                 return Decision(Action.REPAIR, repaired, reason=problems)
             reason = f"invalid answer after {plural(state.repairs, 'repair turn')}: {problems}"
             return Decision(Action.FAIL, state, reason=reason)
         confidence = area_confidence(reply.logprobs, self.area_ids, answer.get("task_area"))
+        # Redacted once decoded: the answer's own JSON escapes (\\u0073k-...) spell the key too.
+        answer = redact_fields(answer, self.secret)
         return Decision(Action.OK, state, answer=answer, confidence=confidence)
 
     def on_failure(self, state: ItemState, failure: Failure) -> Decision:
         """What a request without a usable reply means: retry later, or fail the item."""
+        failure = replace(failure, reason=safe_text(failure.reason, self.secret))
         if not failure.worth_retrying:
             return Decision(Action.FAIL, state, reason=failure.reason)
         if not self.can_send(state):

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from tagger.config import ClientConfig, Mode
+from tagger.defaults import BASE_URL
 from tagger.prompting.formats import instructions_for, response_format
 from tagger.prompting.prompts import Prompt
 from tagger.prompting.taxonomy import Taxonomy
@@ -15,10 +17,17 @@ __all__ = ["LOGPROBS_PARAMS", "build_request", "render_messages", "request_rules
 
 
 def request_rules(
-    client: ClientConfig, prompt_params: Mapping[str, Any], learned: Sequence[str] = ()
+    client: ClientConfig,
+    prompt_params: Mapping[str, Any],
+    learned: Sequence[str] = (),
+    *,
+    cache_key: str | None = None,
 ) -> RequestRules:
-    """The parameters a run sends: the model family's, the options', what a job learned."""
-    return RequestRules.for_model(
+    """The parameters a run sends: the model family's, the options', what a job learned.
+
+    `cache_key` (RunPlan.prompt_cache_key) goes as `prompt_cache_key` to OpenAI's API only.
+    """
+    rules = RequestRules.for_model(
         client.model,
         logprobs=client.logprobs,
         prompt_params=prompt_params,
@@ -27,6 +36,15 @@ def request_rules(
         learned=learned,
         openai_api=client.openai_api,
     )
+    if takes_cache_key(client.effective_base_url):
+        rules.cache_key = cache_key
+    return rules
+
+
+def takes_cache_key(base_url: str) -> bool:
+    """Whether a server is sent `prompt_cache_key`: OpenAI's API documents it for chat
+    completions (read 2026-12-01); other servers are not sent what they may refuse."""
+    return urlsplit(base_url).hostname == urlsplit(BASE_URL).hostname
 
 
 def render_messages(

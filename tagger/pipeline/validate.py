@@ -9,6 +9,7 @@ from pydantic import BaseModel, ValidationError
 from tagger.errors import InvalidAnswer
 from tagger.prompting.answers import extract_json
 from tagger.prompting.schema import format_validation_error
+from tagger.redact import lone_surrogate, safe_text
 
 __all__ = ["REPAIR_REQUEST", "check_answer", "cut_off_problem", "repair_messages"]
 REPAIR_REQUEST = (
@@ -32,7 +33,15 @@ def check_answer(
         answer = answer_model.model_validate(extract_json(content))
     except ValidationError as exc:
         raise InvalidAnswer(format_validation_error(exc)) from None
-    return answer.model_dump(mode="json")
+    data = answer.model_dump(mode="json")
+    # Valid JSON, but no text: "\\ud800" cannot be stored (UTF-8) and would be paid every rerun.
+    surrogate = lone_surrogate(data)
+    if surrogate is not None:
+        raise InvalidAnswer(
+            f"the answer holds a lone surrogate ({surrogate}), which is not text: write each "
+            "character itself, or both halves of its surrogate pair"
+        )
+    return data
 
 
 def repair_messages(
@@ -41,7 +50,8 @@ def repair_messages(
     """The conversation so far, the unusable reply and the request to correct it."""
     return [
         *messages,
-        {"role": "assistant", "content": content[:ECHOED_REPLY_CHARS]},
+        # Fit to send as UTF-8: a lone surrogate in the echo would fail the request itself.
+        {"role": "assistant", "content": safe_text(content[:ECHOED_REPLY_CHARS], None)},
         {"role": "user", "content": REPAIR_REQUEST.format(problems=problems)},
     ]
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
 from tagger.errors import InvalidAnswer
+from tagger.jsondata import MAX_NUMBER_DIGITS
 
 # An answer is well under 2 KB; a reply fifty times that is not one, and is not worth parsing.
 MAX_REPLY_CHARS = 100_000
@@ -99,10 +101,26 @@ def _brace_pairs(text: str) -> list[tuple[int, int]]:
     return pairs
 
 
+def _bounded_int(digits: str) -> int | None:
+    """An integer of the answer; None (the field's validation says what is wrong) for one too
+    long to be data: Python refuses those over 4,300 digits with a ValueError."""
+    return int(digits) if len(digits) <= MAX_NUMBER_DIGITS else None
+
+
+def _finite(text: str) -> float | None:
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
+# strict=False: small local models under a llama.cpp grammar put raw newlines inside strings
+# (measured: Gemma 3 270M); the summary is collapsed to one line anyway. Built once.
+_DECODER = json.JSONDecoder(
+    strict=False, parse_int=_bounded_int, parse_float=_finite, parse_constant=lambda _: None
+)
+
+
 def _loads(text: str) -> Any:
     try:
-        # strict=False: small local models under a llama.cpp grammar put raw newlines inside
-        # strings (measured: Gemma 3 270M); the summary is collapsed to one line anyway.
-        return json.loads(text, strict=False)
+        return _DECODER.decode(text)
     except (json.JSONDecodeError, RecursionError):  # nested too deep: not an answer either
         return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +51,12 @@ class RunPlan:
             "taxonomy_version": self.taxonomy.version,
             "synonyms_version": self.synonyms.version,
         }
+
+    @property
+    def prompt_cache_key(self) -> str:
+        """The same for every request of this plan (whose shared prefix is the same): a hash,
+        never the prompt's words, sent as OpenAI's prompt_cache_key."""
+        return "tagger-" + hashlib.sha256(self.key_run_part.encode()).hexdigest()[:16]
 
     def item_key(self, abstract: Abstract) -> str:
         """The cache key of one abstract under this plan."""

@@ -135,12 +135,15 @@ def _template(user: str, empty: frozenset[str]) -> tuple[str, ...]:
 
 
 def default_prompts_dir() -> Path:
-    """$TAGGER_PROMPTS_DIR, else ./prompts, else the checkout's or the installed copy."""
+    """$TAGGER_PROMPTS_DIR, else the project's prompts/ (tagger.project: the nearest, of the
+    user's own), else the checkout's or the installed copy."""
+    from tagger.project import project_prompts_dir
+
     env = os.environ.get("TAGGER_PROMPTS_DIR", "").strip()
     if env:
         return Path(env).expanduser()
-    local = Path.cwd() / "prompts"
-    if local.is_dir():
+    local = project_prompts_dir()
+    if local is not None:
         return local
     package = Path(__file__).resolve().parent.parent
     checkout = package.parent / "prompts"  # an editable install of a clone

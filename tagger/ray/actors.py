@@ -11,6 +11,7 @@ from functools import partial
 from typing import Any
 
 from tagger.pricing import PriceTable
+from tagger.ray.budget import UNBOUNDED_COMPLETION, ClusterBudget
 from tagger.ray.limiter import (
     ClusterLimiter,
     ClusterState,
@@ -19,7 +20,6 @@ from tagger.ray.limiter import (
     Report,
     WorkerCounters,
 )
-from tagger.sending.gate import SpendGuard
 
 NAMESPACE = "tagger"
 log = logging.getLogger(__name__)
@@ -35,6 +35,8 @@ class Limits:
     max_cost: float | None = None
     model: str = ""
     prices: PriceTable | None = None
+    completion_bound: int = UNBOUNDED_COMPLETION  # the most output tokens a request can bill
+    flex: bool = False  # priced at flex prices (--service-tier flex)
 
 
 class AsyncLimiter:
@@ -42,11 +44,13 @@ class AsyncLimiter:
 
     def __init__(self, limits: Limits) -> None:
         prices = limits.prices or PriceTable()
-        cost_of = partial(prices.cost, limits.model)
-        guard = None
+        cost_of = partial(prices.cost, limits.model, flex=limits.flex)
+        budget = None
         if limits.max_requests is not None or limits.max_cost is not None:
-            guard = SpendGuard(limits.max_requests, limits.max_cost, cost_of)
-        self._limiter = ClusterLimiter(limits.rpm, limits.tpm, guard, cost_of)
+            budget = ClusterBudget(
+                limits.max_requests, limits.max_cost, cost_of, limits.completion_bound
+            )
+        self._limiter = ClusterLimiter(limits.rpm, limits.tpm, budget, cost_of)
         self._changed: asyncio.Event | None = None
         self._endpoints = itertools.count()
 

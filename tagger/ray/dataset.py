@@ -12,10 +12,13 @@ from tagger.errors import ConfigError, UsageError
 from tagger.files.abstracts import iter_abstracts
 from tagger.options import RunOptions
 from tagger.pipeline.job import require_key
+from tagger.pipeline.policy import ItemPolicy
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.ray.actors import Limits, start_limiter
+from tagger.ray.budget import UNBOUNDED_COMPLETION
 from tagger.ray.cluster import READ_CPUS
+from tagger.ray.cluster import actor_cpus as fitted_actor_cpus
 from tagger.ray.records import abstract_record
 from tagger.ray.stage import StageSettings, TagStage
 
@@ -31,7 +34,7 @@ def tag_dataset(
     *,
     actors: int = DEFAULT_ACTORS,
     batch_size: int = DEFAULT_BATCH_SIZE,
-    actor_cpus: float = DEFAULT_ACTOR_CPUS,
+    actor_cpus: float | None = None,
     skip: Iterable[str] = (),
     **options: Any,
 ) -> Any:
@@ -45,6 +48,8 @@ def tag_dataset(
         those endpoints (a vLLM fleet). `rpm`, `tpm`, `max_cost` and `max_requests` hold
         for all actors together; `concurrency` is the requests in flight per actor.
     actors: tagging actors (each one event loop with `concurrency` requests in flight);
+    actor_cpus: the CPUs each asks for (default: a quarter, or less so that every node keeps
+        a whole CPU for Ray Data's own tasks; tagger.ray.cluster.actor_cpus);
     skip: rows already written, as skip tokens (tagger.ray.parts.done_rows).
 
     The output has the columns of `tagger.Row` plus `key` (the answer-cache key: text,
@@ -66,6 +71,8 @@ def tag_dataset(
     if config.batch is not None:
         raise UsageError("batch=True is for `tagger run --batch`: tag_dataset runs live")
     require_key(config)
+    if actor_cpus is None:  # what leaves every node a whole CPU for Ray Data's own tasks
+        actor_cpus = fitted_actor_cpus(actors, DEFAULT_ACTOR_CPUS)
     return tag_dataset_with(
         ds,
         config,
@@ -81,7 +88,10 @@ def tag_dataset(
 def limits_of(config: RunConfig, prices: PriceTable | None = None) -> Limits:
     """The limits a run's configuration sets for the whole cluster."""
     model = config.client.model
-    if config.max_cost is not None and (prices or PriceTable()).price(model) is None:
+    flex = config.client.service_tier == "flex"
+    table = prices or PriceTable()
+    priced = table.flex_price(model) if flex else table.price(model)
+    if config.max_cost is not None and priced is None:
         raise ConfigError(
             f"--max-cost needs a price for model '{model}': add it to a --prices file"
         )
@@ -92,7 +102,19 @@ def limits_of(config: RunConfig, prices: PriceTable | None = None) -> Limits:
         max_cost=config.max_cost,
         model=config.client.model,
         prices=prices,
+        completion_bound=completion_bound(RunPlan.load(config)),
+        flex=flex,
     )
+
+
+def completion_bound(plan: RunPlan) -> int:
+    """The most output tokens one request of the plan can be billed: the prompt's max_tokens,
+    doubled by each cut-off retry (UNBOUNDED_COMPLETION when the prompt sets none)."""
+    limit = plan.prompt.params.get("max_tokens")
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
+        return UNBOUNDED_COMPLETION
+    bound: int = limit * 2 ** ItemPolicy.for_plan(plan).cutoff_retries
+    return bound
 
 
 def tag_dataset_with(

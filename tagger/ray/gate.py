@@ -22,6 +22,7 @@ from tagger.sending.pacing import MAX_LAG_SECONDS, wait_until
 from tagger.usage import Usage
 
 log = logging.getLogger(__name__)
+EMPTY_GRANT_WAIT_SECONDS = 0.05
 
 
 class LimiterLink(Protocol):
@@ -107,6 +108,7 @@ class ClusterGate(SendGate):
             settled_estimate=estimated_tokens,
             used=used,
             charge_tokens=max(0, total - estimated_tokens),
+            settled=1,
         )
 
     def pause(self, seconds: float, reason: str = "Retry-After") -> None:
@@ -155,6 +157,9 @@ class ClusterGate(SendGate):
         except Exception as exc:  # the limiter actor is gone: pacing cannot be kept
             self._stop_here(f"{LIMITER_LOST} ({type(exc).__name__})")
             return
+        if not grant.times and grant.state.stopped is None:
+            # The spend cap waits for answers in flight to settle: ask again in a moment.
+            await asyncio.sleep(EMPTY_GRANT_WAIT_SECONDS)
         offset = time.monotonic() - time.time()  # the cluster's clock to this process's
         self._paced = grant.paced
         self._stock.extend((at + offset, grant.tokens) for at in grant.times)

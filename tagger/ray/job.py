@@ -279,3 +279,11 @@ def _fill(
         stats.confidence_note = "no task_area_confidence: the model returns no logprobs"
     if merged.cost is None and merged.unpriced:
         stats.price_note = prices.note(merged.unpriced[0])
+    served = stats.served_models
+    model = served[0] if len(served) == 1 else config.client.model  # as a local run prices
+    flex = config.client.service_tier == "flex"
+    stats.cost_parts = prices.cost_parts(model, merged.usage, flex=flex)
+    stats.floor_usage = merged.floor_usage
+    stats.floor_cost = prices.cost(model, merged.floor_usage, flex=flex)
+    stats.refused_requests = merged.not_run if sent.budget else 0  # left by the cap
+    stats.usage_estimated = workers.usage_estimated

@@ -1,7 +1,7 @@
 """One rate limit and one spend cap for a whole cluster: permits handed out in small batches.
 
-The limiter is the SendGate's pacing and spend guard moved to one place: the same Pacer books
-every request and token of every worker on one schedule, the same SpendGuard reserves each
+The limiter is the SendGate's pacing and spend cap moved to one place: the same Pacer books
+every request and token of every worker on one schedule, the ClusterBudget reserves each
 permit's estimated cost, and a pause (a 429 anywhere) holds everyone. It does no I/O and knows
 nothing of Ray: tagger.ray.actors runs it as one named actor; tests drive it directly.
 """
@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tagger.errors import BudgetExceeded
-from tagger.sending.gate import MAX_PAUSE_SECONDS, SpendGuard
+from tagger.ray.budget import ClusterBudget
+from tagger.sending.gate import MAX_PAUSE_SECONDS
 from tagger.sending.pacing import Pacer
 from tagger.usage import NO_USAGE, Usage
 
@@ -36,6 +37,7 @@ class Report:
     charge_tokens: int = 0  # tokens sent beyond what permits booked (pushes the schedule back)
     returned: int = 0  # permits given back unused (stale, or left at the end of a batch)
     returned_tokens: int = 0  # the tokens those permits had reserved
+    settled: int = 0  # requests answered (each had held a permit)
 
     def __add__(self, other: Report) -> Report:
         return Report(
@@ -45,6 +47,7 @@ class Report:
             self.charge_tokens + other.charge_tokens,
             self.returned + other.returned,
             self.returned_tokens + other.returned_tokens,
+            self.settled + other.settled,
         )
 
     @property
@@ -90,6 +93,7 @@ class WorkerCounters:
     logprobs: bool = True
     mode: str | None = None
     mode_fallbacks: tuple[str, ...] = ()
+    usage_estimated: int = 0  # replies without a believable usage, charged the estimate
 
 
 MAX_WORKERS_COUNTED = 100_000  # more workers than any cluster runs: a bound on the table
@@ -108,6 +112,7 @@ class LimiterStats:
     stopped: str | None
     workers: WorkerCounters = WorkerCounters()  # every worker's counts, added up
     budget: bool = False  # stopped by --max-requests or --max-cost
+    refused: int = 0  # permits the spend cap refused
 
 
 def add_counters(counters: list[WorkerCounters]) -> WorkerCounters:
@@ -127,6 +132,7 @@ def add_counters(counters: list[WorkerCounters]) -> WorkerCounters:
         logprobs=all(c.logprobs for c in counters),
         mode=next((c.mode for c in counters if c.mode), None),
         mode_fallbacks=names(lambda c: c.mode_fallbacks),
+        usage_estimated=sum(c.usage_estimated for c in counters),
     )
 
 
@@ -137,14 +143,14 @@ class ClusterLimiter:
         self,
         rpm: int | None,
         tpm: int | None,
-        guard: SpendGuard | None,
+        budget: ClusterBudget | None,
         cost_of: Callable[[Usage], float | None] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.rpm, self.tpm = rpm, tpm
         self._requests = Pacer(rpm)
         self._tokens = Pacer(tpm)
-        self._guard = guard
+        self._budget_cap = budget
         self._cost_of = cost_of
         self._clock = clock
         self._resume_at = -math.inf
@@ -177,9 +183,10 @@ class ClusterLimiter:
                 due = max(due, self._tokens.earliest(tokens, start))
             if times and due - now > GRANT_HORIZON_SECONDS:
                 break  # the rest would be stale before they were used: ask again
-            if self._guard is not None:
+            if self._budget_cap is not None:
                 try:
-                    self._guard.reserve(tokens)
+                    if not self._budget_cap.try_reserve(tokens):
+                        break  # room once those in flight settle: the worker asks again
                 except BudgetExceeded as exc:
                     self.stop(str(exc), budget=True)
                     break
@@ -201,9 +208,10 @@ class ClusterLimiter:
             return
         self._permits -= report.returned
         self._used += report.used
-        if self._guard is not None:
-            self._guard.release(report.returned_tokens - report.extra_estimate, report.returned)
-            self._guard.settle(report.settled_estimate, report.used)
+        if self._budget_cap is not None:
+            budget = self._budget_cap
+            budget.release(report.returned_tokens - report.extra_estimate, report.returned)
+            budget.settle(report.settled_estimate, report.settled, report.used)
         if report.charge_tokens > 0:
             self._tokens.charge(report.charge_tokens, self._clock())
 
@@ -255,4 +263,5 @@ class ClusterLimiter:
             self._stopped,
             add_counters(list(self._workers.values())),
             self._budget,
+            self._budget_cap.refused if self._budget_cap is not None else 0,
         )

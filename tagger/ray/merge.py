@@ -21,7 +21,7 @@ from tagger import __version__
 from tagger.errors import UsageError
 from tagger.files.outfile import OutputFile
 from tagger.files.rows import Row
-from tagger.pricing import PriceTable
+from tagger.pricing import PriceTable, count_text_tokens
 from tagger.ray.parts import Part, PartRow, PartsRead, find_parts, read_part
 from tagger.ray.records import skip_token
 from tagger.usage import NO_USAGE, Usage
@@ -48,6 +48,8 @@ class MergeStats:
     mode: str | None = None  # the structured-output mode of the first answered row
     served_models: list[str] = field(default_factory=list)  # the rows' served_model, at most 3
     unpriced: list[str] = field(default_factory=list)  # models rows were answered by, no price
+    # The abstracts' own tokens and the answers' of the ok rows paid for (the bill's floor).
+    floor_usage: Usage = NO_USAGE
 
 
 @dataclass
@@ -239,6 +241,10 @@ def _count(stats: MergeStats, row: Row, by_model: dict[tuple[str, bool], Usage])
         reasoning_tokens=max(0, row.reasoning_tokens),
     )
     stats.usage += used
+    if row.ok and not row.cached and used.prompt_tokens > 0:  # paid for by this row
+        own = count_text_tokens(row.abstract) + count_text_tokens(row.title or "")
+        answer = max(0, used.completion_tokens - used.reasoning_tokens)
+        stats.floor_usage += Usage(prompt_tokens=own, completion_tokens=answer)
     if used != NO_USAGE:
         # Priced as a local run prices: by the model the server says answered, if it says.
         model = (row.served_model or row.model, row.batch_id is not None)

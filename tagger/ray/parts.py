@@ -12,6 +12,7 @@ readable first line is from no known run.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import io
 import os
 import stat
@@ -34,7 +35,14 @@ MAX_LINE_BYTES = 16 * 1024 * 1024  # one row: an abstract and its answer, far be
 MAX_ROW_TOKENS = 10**8  # one abstract's tokens, retries and repairs included, far below this
 MAX_SEQ = 10**9  # more parts than any run writes: a larger number is not a part's
 _CHUNK = 1024 * 1024
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+# O_NONBLOCK: a FIFO swapped in after the listing's check opens at once (then is refused),
+# instead of holding the run until someone writes to it.
+_READ_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+)
 
 
 def parts_dir(output: Path) -> Path:
@@ -119,7 +127,10 @@ def find_parts(paths: Sequence[Path], report: PartsRead | None = None) -> list[P
 def read_header(path: Path) -> PartHeader:
     """The header of a part; a header of no run when its first line is not one."""
     with _open(path) as handle:
-        line = _bounded_line(handle)
+        try:
+            line = _bounded_line(handle)
+        except _TooLong:  # a header is a hundred bytes: no run wrote this one
+            line = None
     value = _parse(line) if line is not None else None
     header = value.get("part") if isinstance(value, dict) else None
     if not isinstance(header, dict):
@@ -152,7 +163,12 @@ class PartRow:
 def read_part(part: Part, report: PartsRead | None = None) -> Iterator[PartRow]:
     """Every row of one part, in line order (the header is not a row)."""
     report = report if report is not None else PartsRead()
-    with _open(part.path) as handle:
+    try:
+        opened = _open(part.path)
+    except OSError as exc:  # replaced since it was listed: a FIFO, a link, gone
+        report.skip(f"{part.path} ({exc.strerror or type(exc).__name__})")
+        return
+    with opened as handle:
         number = 0
         while True:
             number += 1
@@ -185,8 +201,12 @@ class _TooLong(Exception):
 
 
 def _open(path: Path) -> IO[bytes]:
-    """A part opened for reading, not through a link put in its place."""
-    return os.fdopen(os.open(path, _READ_FLAGS), "rb")
+    """A part opened for reading, not through a link put in its place; a regular file only."""
+    descriptor = os.open(path, _READ_FLAGS)
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return os.fdopen(descriptor, "rb")
 
 
 def _bounded_line(handle: IO[bytes]) -> bytes | None:
@@ -221,8 +241,12 @@ def _part_row(line: bytes) -> PartRow | None:
         row = Row.model_validate(value["row"], strict=True)
     except ValidationError:
         return None
-    if row.index < -1 or max(row.prompt_tokens, row.completion_tokens) > MAX_ROW_TOKENS:
+    counts = (row.prompt_tokens, row.completion_tokens, row.cached_input_tokens)
+    if row.index < -1 or max(*counts, row.reasoning_tokens) > MAX_ROW_TOKENS:
         return None  # no row tagger wrote: a planted count would make the cost anything
+    shares = (row.task_area_confidence, row.task_area_runner_up_confidence)
+    if any(share is not None and not 0 <= share <= 1 for share in shares):
+        return None  # a probability tagger never writes (-5, 1e300)
     return PartRow(key, row.index, row.ok, row)
 
 

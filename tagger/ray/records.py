@@ -26,7 +26,9 @@ _MAX_EXTRA_CHARS = 1_000_000  # a record's extra fields, as JSON: more is not an
 
 # The output columns, typed once (Arrow would guess a type per block, and blocks disagree when
 # one holds only nulls). Floats are the confidences; ints the positions, year and token counts.
-_FLOAT_FIELDS = frozenset(("task_area_confidence", "task_area_runner_up_confidence"))
+_FLOAT_FIELDS = frozenset(
+    ("task_area_confidence", "task_area_runner_up_confidence", "cascade_confidence")
+)
 _INT_FIELDS = frozenset(
     (
         "index", "line", "year", "prompt_tokens", "completion_tokens", "cached_input_tokens",

@@ -61,9 +61,12 @@ class StageSettings:
     key_base: dict[str, Any]
     key_run_part: str
     base_urls: tuple[str, ...] = ()  # a fleet: each actor sends to one, round robin
+    learned: tuple[str, ...] = ()  # what the driver's canary taught (tagger.sending.params)
 
     @classmethod
-    def from_plan(cls, plan: RunPlan, base_urls: tuple[str, ...] = ()) -> StageSettings:
+    def from_plan(
+        cls, plan: RunPlan, base_urls: tuple[str, ...] = (), learned: tuple[str, ...] = ()
+    ) -> StageSettings:
         """The parts of a plan loaded on the driver."""
         return cls(
             plan.config,
@@ -73,6 +76,7 @@ class StageSettings:
             plan.key_base,
             plan.key_run_part,
             base_urls,
+            learned,
         )
 
     def plan(self) -> RunPlan:
@@ -93,14 +97,21 @@ class StageSettings:
 class RecordTagger:
     """Tags batches of records in one event loop: one client, gate, mode probe and cache."""
 
-    def __init__(self, plan: RunPlan, link: LimiterLink, base_url: str | None) -> None:
+    def __init__(
+        self,
+        plan: RunPlan,
+        link: LimiterLink,
+        base_url: str | None,
+        learned: tuple[str, ...] = (),
+    ) -> None:
         config = plan.config
         client_config = config.client
         if base_url is not None:
             client_config = client_config.model_copy(update={"base_url": base_url})
         self.plan = plan
         self.gate = ClusterGate(link, config.concurrency)
-        rules = request_rules(client_config, plan.prompt.params)  # the model family's params
+        # The model family's params, and what the canary's refusals taught.
+        rules = request_rules(client_config, plan.prompt.params, learned)
         self.client = LLMClient(client_config, self.gate, rules)
         self.tagger = ItemTagger.for_plan(plan, self.client, ModeProbe(config.mode))
         self.cache = AnswerCache(config.cache_dir) if config.use_cache else None
@@ -220,6 +231,7 @@ class RecordTagger:
             logprobs=sent.logprobs,
             mode=mode.mode,
             mode_fallbacks=mode.fallbacks,
+            usage_estimated=sent.usage_estimated,
         )
 
     def _cache_failed(self, exc: CacheWriteError) -> None:
@@ -261,7 +273,7 @@ class TagStage:
                 link = self._link = RayLink(self._limiter)
                 urls = self._settings.base_urls
                 url = urls[await link.endpoint(len(urls))] if urls else None
-                tagger = RecordTagger(self._plan, link, url)
+                tagger = RecordTagger(self._plan, link, url, self._settings.learned)
                 await asyncio.to_thread(tagger.client.warm)  # before any permit is taken
                 self._tagger = tagger
         return self._tagger

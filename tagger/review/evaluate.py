@@ -11,6 +11,7 @@ from typing import Any
 
 from tagger.prompting.schema import MAX_SUMMARY_WORDS, normalise_tag
 from tagger.prompting.taxonomy import Synonyms, synonym_key
+from tagger.review.bymodel import by_model, cascade_accuracy, compare_by_model, is_cascade
 from tagger.review.errorbars import error_bars
 from tagger.review.errorbars import scored as score_item
 from tagger.review.stats import Scored, tag_macro_f1
@@ -173,6 +174,10 @@ def evaluate(
         "summary": summary_checks(run),
     }
     error_bars(report, items, gold, run, whole_run=scoring.whole_run)
+    models = by_model(scoring.scored)
+    if len(models) > 1 or is_cascade(run):  # a cascade, or a run put together from several
+        report["by_model"] = models
+        report["cascade"] = cascade_accuracy(scoring.scored)
     return report
 
 
@@ -222,6 +227,8 @@ def compare_runs(
                 "title": a.get("title") or b.get("title"),
                 "status_a": a.get("status"),
                 "status_b": b.get("status"),
+                "model_a": a.get("model"),
+                "model_b": b.get("model"),
                 "area_a": a.get("task_area"),
                 "area_b": b.get("task_area"),
                 "area_changed": a.get("task_area") != b.get("task_area"),
@@ -235,6 +242,7 @@ def compare_runs(
             }
         )
     only_b = [ident for ident in b_index.rows if ident not in matched_b]
+    split = is_cascade(a_rows) or is_cascade(b_rows)
     return {
         "a": describe_side(a_rows),
         "b": describe_side(b_rows),
@@ -249,6 +257,7 @@ def compare_runs(
         "only_a": only_a,
         "only_b": only_b,
         "rows": rows,
+        **({"by_model": compare_by_model(rows)} if split else {}),
     }
 
 

@@ -12,7 +12,9 @@ from tagger import defaults
 from tagger.errors import UsageError
 from tagger.review.where import CONFIDENCE_FIELD, Where, apply_filters, confidence
 
-STRATIFY_FIELDS = ("task_area", "status", "source", "venue", "year")
+# model: the one that answered (a cascade's cheap or strong); cascade_role: kept, sampled,
+# escalated.
+STRATIFY_FIELDS = ("task_area", "status", "source", "venue", "year", "model", "cascade_role")
 # Per-row columns a sample adds; gold import keeps them so eval can weight the sample back.
 SAMPLE_FIELDS = (
     "sample_stratum", "sample_stratum_size", "sample_population", "sample_probability",

@@ -21,7 +21,7 @@ from tagger.errors import (
     SendingStopped,
 )
 from tagger.pipeline.request import build_request
-from tagger.redact import public_url, redact
+from tagger.redact import public_url, redact, safe_text
 from tagger.sending.connection import listing_not_found, wrong_base_url_message
 from tagger.sending.gate import GateSnapshot, SendGate
 from tagger.sending.models import Listing, check_model, names_deployments, offered
@@ -38,7 +38,7 @@ from tagger.sending.server_faults import (
     server_message,
     wait_strategy,
 )
-from tagger.usage import NO_USAGE, RequestEstimate, at_least
+from tagger.usage import NO_USAGE, RequestEstimate, at_least, plausible
 
 if TYPE_CHECKING:
     import openai
@@ -276,7 +276,7 @@ class LLMClient:
 
         if not isinstance(exc, openai.APIStatusError) or is_format_rejection(exc, mode):
             return False
-        message = redact(server_message(exc), self._secret)
+        message = safe_text(server_message(exc), self._secret)
         refusal = refusal_of(exc.status_code, exc.body, message, body)
         if refusal is None:
             return False
@@ -312,7 +312,10 @@ class LLMClient:
                 self.health.responded(raw.http_response.status_code)
                 self.gate.observe(raw.headers, answered_sent_at=released)
                 reply = self._read(raw)
-                if not reply.usage_believed and estimate is not None:
+                believed = reply.usage_believed
+                if estimate is not None and not (
+                    believed and plausible(reply.usage, estimate.expected())
+                ):
                     # Junk or no usage: charged at least what tagger expected it to cost.
                     self.usage_estimated += 1
                     reply = replace(reply, usage=at_least(reply.usage, estimate.expected()))
@@ -324,6 +327,10 @@ class LLMClient:
                 self.gate.observe(exc.response.headers)
                 raise
             except (TimeoutError, openai.APIConnectionError) as exc:
+                if isinstance(exc, TimeoutError) and estimate is not None:
+                    # Sent and never answered: the server may bill it all the same, so the
+                    # spend guard counts it at its estimate (the row shows no tokens).
+                    usage = estimate.expected()
                 failure = RequestTimedOut() if isinstance(exc, TimeoutError) else exc
                 fatal = self.health.no_response(failure)
                 if fatal is not None:
@@ -337,8 +344,9 @@ class LLMClient:
         """The reply; fatal if it is no chat completion."""
         try:
             # Read by tagger's bounded reader, not the SDK's json: junk numbers and nesting
-            # become a row's problem, never an exception; the key is hidden wherever echoed.
-            reply = reply_from_text(redact(raw.http_response.text, self._secret))
+            # become a row's problem, never an exception; the key is hidden wherever echoed,
+            # in the decoded text (escapes such as \\u0073k- are the key too).
+            reply = reply_from_text(raw.http_response.text, self._secret)
         except (ValueError, TypeError, AttributeError, IndexError):
             content_type = raw.headers.get("content-type", "no content type").split(";")[0]
             what = "an HTML page" if "html" in content_type else f"a {content_type} body"

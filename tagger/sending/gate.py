@@ -20,6 +20,10 @@ from tagger.usage import NO_USAGE, RequestEstimate, Usage
 # believed beyond this: a wrong "86400s" must not stop a run for a day. Then retries decide.
 MAX_PAUSE_SECONDS = 120.0
 LONG_PAUSE_SECONDS = 60.0  # a pause longer than this is a warning, not just an info line
+# The window x-ratelimit-* headers count: OpenAI's limits are per minute (RPM, TPM). A window
+# cannot take longer than itself to reset: a longer reset contradicts the header and pauses
+# nothing (a 429 still does), so no header pauses the run longer than the window.
+HEADER_WINDOW_SECONDS = 60.0
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _DURATIONS = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h))+")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -181,6 +185,7 @@ class SendGate:
         # reset shows the header false; then such headers pause nothing more (429s still do).
         self._header_window: tuple[float, float] | None = None
         self.headers_disbelieved = False
+        self._said_reset_beyond_window = False
         # What each request in flight holds at the spend guard, by the task that sends it.
         self._held: dict[asyncio.Task[Any] | None, Held] = {}
 
@@ -304,10 +309,25 @@ class SendGate:
             if limit is not None and limit > 0:  # 0 or less is nonsense: pacing at it would hang
                 self._tighten(kind, limit)
             if remaining == 0 and reset and not self.headers_disbelieved:
+                if reset > HEADER_WINDOW_SECONDS:
+                    self._reset_beyond_window(kind, raw_reset)
+                    continue
                 now = self.clock()
                 if self._header_window is None or self._header_window[1] <= now:
                     self._header_window = (now, now + reset)
                 self.pause(reset, f"x-ratelimit-reset-{kind}: {raw_reset.strip()[:20]}")
+
+    def _reset_beyond_window(self, kind: str, raw_reset: str) -> None:
+        if self._said_reset_beyond_window:
+            return
+        self._said_reset_beyond_window = True
+        logger.warning(
+            "rate limit: the server's x-ratelimit-reset-%s says %s, longer than the %.0f s "
+            "window it counts: not believed, nothing paused (a 429 answer still pauses the run)",
+            kind,
+            raw_reset.strip()[:20],
+            HEADER_WINDOW_SECONDS,
+        )
 
     def _check_window_claim(self, sent_at: float) -> None:
         """An answer to a request sent into a window the headers called exhausted disproves

@@ -28,6 +28,7 @@ __all__ = [
     "Listing",
     "ListingUnreadable",
     "check_model",
+    "check_model_offered",
     "fetch_listing",
     "list_models",
     "names_deployments",
@@ -162,7 +163,14 @@ def list_models(config: ClientConfig, deadline: float = LIST_DEADLINE) -> list[s
         ) from None
 
 
-async def check_model(config: ClientConfig, today: dt.date | None = None) -> Listing | None:
+def check_model_offered(config: ClientConfig, option: str = "--model / TAGGER_MODEL") -> None:
+    """check_model from synchronous code (the CLI, before a cascade's stages)."""
+    asyncio.run(check_model(config, option=option))
+
+
+async def check_model(
+    config: ClientConfig, today: dt.date | None = None, option: str = "--model / TAGGER_MODEL"
+) -> Listing | None:
     """Before a run sends: stop if the server lists its models and --model is not one of them,
     or if the model was shut down and is not listed; warn once if it is deprecated.
 
@@ -181,7 +189,7 @@ async def check_model(config: ClientConfig, today: dt.date | None = None) -> Lis
         where = public_url(config.effective_base_url)
         raise FatalAPIError(
             f"model '{model}' was not found at {where} (GET /models lists "
-            f"{len(listing.ids)} others): check --model / TAGGER_MODEL{_offered(listing.ids)}"
+            f"{len(listing.ids)} others): check {option}{_offered(listing.ids)}"
         )
     listed = listing is not None and listing.offers(model)
     shutdown = listing.shutdown_dates.get(model) if listing is not None else None

@@ -112,7 +112,12 @@ class RequestRules:
     service_tier: str | None = None
     token_limit: str = "max_tokens"
     dropped: set[str] = field(default_factory=set)
+    # prompt_cache_key: the same for every request whose prefix is the same (OpenAI routes by
+    # it and the prefix); None: not sent (tagger.pipeline.request decides where it goes).
+    cache_key: str | None = None
     learned: list[str] = field(default_factory=list)  # one line per adaptation (manifest)
+    # The prompt's [params] names besides the token limit: a server may refuse those too.
+    prompt_params: frozenset[str] = frozenset()
     _adapted: set[str] = field(default_factory=set, repr=False)
 
     @classmethod
@@ -145,6 +150,7 @@ class RequestRules:
             logprobs=logprobs,
             reasoning_effort=effort,
             service_tier=service_tier,
+            prompt_params=frozenset(prompt_params) - {*TOKEN_LIMITS, "reasoning_effort"},
         )
         rules._apply_family(prompt_effort=reasoning_effort is None)
         rules.replay(learned)
@@ -230,6 +236,8 @@ class RequestRules:
             body["reasoning_effort"] = self.reasoning_effort
         if self.service_tier is not None:
             body["service_tier"] = self.service_tier
+        if self.cache_key is not None:
+            body["prompt_cache_key"] = self.cache_key
         for name in self.dropped:
             body.pop(name, None)
         return body
@@ -285,29 +293,63 @@ class RequestRules:
         self.reasoning_effort = None
         return "reasoning_effort no longer sent"
 
-    def replay(self, learned: Iterable[str]) -> None:
-        """Apply adaptations an earlier run recorded (a batch job file's), without logging."""
-        for index, line in enumerate(learned):
+    def replay(self, learned: Iterable[str]) -> list[str]:
+        """Apply adaptations an earlier run recorded (a batch job file's), without logging.
+
+        A job file is data others may edit: only what a server could have taught is replayed
+        (the token limit renamed, never removed; a sampling parameter or logprobs dropped;
+        the reasoning effort lowered, never raised). Returns the lines refused, each with why.
+        """
+        refused: list[str] = []
+        lines = list(learned)
+        for index, line in enumerate(lines):
             if index >= MAX_LEARNED or not isinstance(line, str) or len(line) > 400:
+                refused.append(f"{len(lines) - index} line(s) from here on: not a few short lines")
                 break  # read from a file: a few short lines, or nothing more
             what = line.split(" (the server said:", 1)[0]
-            if what.endswith(" sent as max_completion_tokens"):
-                self.token_limit = "max_completion_tokens"
-            elif what.endswith(" sent as max_tokens"):
-                self.token_limit = "max_tokens"
-            elif what.startswith("logprobs no longer"):
-                self.logprobs = False
-                self.dropped |= {"logprobs", "top_logprobs"}
-            elif what.startswith("reasoning_effort="):
-                self.reasoning_effort = what.split("=", 1)[1].split(",")[0]
-            elif what == "reasoning_effort no longer sent":
-                self.reasoning_effort = None
-            elif what.endswith(" no longer sent"):
-                self.dropped.add(what.removesuffix(" no longer sent"))
-            else:
+            problem = self._replayed(what)
+            if problem is not None:
+                refused.append(f"{' '.join(what.split())[:80]!r}: {problem}")
                 continue
             self._adapted.add(_param_of(what))
             self.learned.append(line)
+        return refused
+
+    def _replayed(self, what: str) -> str | None:
+        """Apply one recorded adaptation if a server could have taught it; else why not."""
+        renamed = {f"{a} sent as {b}": b for a, b in (TOKEN_LIMITS, TOKEN_LIMITS[::-1])}
+        if what in renamed:
+            self.token_limit = renamed[what]
+        elif what.startswith("logprobs no longer asked for"):
+            self.logprobs = False
+            self.dropped |= {"logprobs", "top_logprobs"}
+        elif what.startswith("reasoning_effort="):
+            return self._lowered_effort(what.split("=", 1)[1].split(",")[0])
+        elif what == "reasoning_effort no longer sent":
+            if self.reasoning and self.reasoning_effort is not None:
+                return "a reasoning model would then think at its own default, maybe more"
+            self.reasoning_effort = None
+        elif what.endswith(" no longer sent"):
+            name = what.removesuffix(" no longer sent")
+            if name in TOKEN_LIMITS:
+                return "the answer's token limit is never removed"
+            if name not in _SAMPLING and name not in self.prompt_params:
+                return "only sampling parameters and the prompt's own are ever dropped"
+            self.dropped.add(name)
+        else:
+            return "no server teaches this"
+        return None
+
+    def _lowered_effort(self, effort: str) -> str | None:
+        current = self.reasoning_effort
+        if effort not in EFFORTS:
+            return "not a reasoning effort"
+        if current is None:
+            return "no reasoning_effort is sent to this model"
+        if current in EFFORTS and EFFORTS.index(effort) > EFFORTS.index(current):
+            return f"it would raise the reasoning effort from {current}"
+        self.reasoning_effort = effort
+        return None
 
 
 def _param_of(what: str) -> str:

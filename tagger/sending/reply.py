@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tagger.jsondata import JSONTooDeep, parse_server_json
+from tagger.redact import redact, safe_text
 from tagger.usage import NO_USAGE, Usage
 
 __all__ = ["Reply", "reply_from_json", "reply_from_text"]
@@ -31,7 +32,7 @@ class Reply:
     usage_believed: bool = True
 
 
-def reply_from_text(text: str) -> Reply:
+def reply_from_text(text: str, secret: str | None = None) -> Reply:
     """The reply in a chat completion's JSON text, read within bounds (tagger.jsondata).
 
     A body too deep to read is an unreadable answer (Reply.problem), which gets the repair
@@ -41,14 +42,17 @@ def reply_from_text(text: str) -> Reply:
         data = parse_server_json(text)
     except JSONTooDeep as exc:
         return Reply(content="", finish_reason=None, problem=f"the server's answer is {exc}")
-    return reply_from_json(data)
+    return reply_from_json(data, secret)
 
 
-def reply_from_json(data: object) -> Reply:
+def reply_from_json(data: object, secret: str | None = None) -> Reply:
     """The reply in a chat completion's JSON, live or from a batch output line.
 
     Read from plain JSON rather than the SDK's objects: building those for every token's
     logprobs costs milliseconds of CPU per reply. TypeError if it is no chat completion.
+    Its texts are redacted once decoded (`secret`: the API key): a key the server echoed in
+    JSON escapes (`\\u0073k-...`) is hidden too. The content keeps any lone surrogate: the
+    answer check fails on it (a repair turn), the rest show it as U+FFFD.
     """
     if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
         raise TypeError("not a chat completion")
@@ -63,21 +67,21 @@ def reply_from_json(data: object) -> Reply:
     tokens = logprobs.get("content") if isinstance(logprobs, dict) else None
     usage, believed = read_usage(data.get("usage"))
     return Reply(
-        content=content if isinstance(content, str) else "",
+        content=redact(content, secret) if isinstance(content, str) else "",
         finish_reason=finish_reason if isinstance(finish_reason, str) else None,
         usage=usage,
         usage_believed=believed,
         logprobs=tokens if isinstance(tokens, list) and tokens else None,
-        model=_short_text(data.get("model")),
-        service_tier=_short_text(data.get("service_tier")),
+        model=_short_text(data.get("model"), secret),
+        service_tier=_short_text(data.get("service_tier"), secret),
     )
 
 
-def _short_text(value: object) -> str | None:
+def _short_text(value: object, secret: str | None) -> str | None:
     """A short string field of a reply, or None (a server's data: bounded, one line)."""
     if not isinstance(value, str) or not value.strip():
         return None
-    return " ".join(value.split())[:200]
+    return safe_text(" ".join(value.split())[:200], secret)
 
 
 def usage_from_json(raw: object) -> Usage:
@@ -101,7 +105,9 @@ def read_usage(raw: object) -> tuple[Usage, bool]:
     prompt, sane_prompt = _count(raw.get("prompt_tokens"))
     completion, sane_completion = _count(raw.get("completion_tokens"))
     # Details are optional (most servers send none): what they lack is not cached, not reasoning.
-    cached, sane_cached = _count(details.get("cached_tokens") if isinstance(details, dict) else 0)
+    cached, sane_cached = _count(
+        details.get("cached_tokens") if isinstance(details, dict) else 0, up=False
+    )
     reasoning, sane_reasoning = _count(
         output.get("reasoning_tokens") if isinstance(output, dict) else 0
     )
@@ -111,10 +117,15 @@ def read_usage(raw: object) -> tuple[Usage, bool]:
     return usage, believed
 
 
-def _count(value: object) -> tuple[int, bool]:
-    """A token count read from a reply, capped, and whether it was a plain count."""
+def _count(value: object, *, up: bool = True) -> tuple[int, bool]:
+    """A token count read from a reply, capped, and whether it was a plain count.
+
+    A float is rounded the dearer way: up for what is billed, down (`up=False`) for cached
+    tokens, which are billed less.
+    """
     if isinstance(value, int) and not isinstance(value, bool):
         return (min(value, MAX_REPLY_TOKENS), True) if value >= 0 else (0, False)
     if isinstance(value, float) and math.isfinite(value) and value > 0:
-        return min(math.ceil(value), MAX_REPLY_TOKENS), False  # 1e10 still trips the cap
+        rounded = math.ceil(value) if up else math.floor(value)
+        return min(rounded, MAX_REPLY_TOKENS), False  # 1e10 still trips the cap
     return 0, False
