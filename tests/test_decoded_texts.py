@@ -221,6 +221,7 @@ def _rules(model: str = "gpt-5-mini", **kwargs: Any) -> RequestRules:
         "max_completion_tokens no longer sent",
         "reasoning_effort=xhigh, the cheapest the server listed",
         "reasoning_effort=high",
+        "reasoning_effort=medium",
         "reasoning_effort no longer sent",
         "response_format no longer sent",
         "messages no longer sent",

@@ -344,9 +344,10 @@ class RequestRules:
         current = self.reasoning_effort
         if effort not in EFFORTS:
             return "not a reasoning effort"
-        if current is None:
-            return "no reasoning_effort is sent to this model"
-        if current in EFFORTS and EFFORTS.index(effort) > EFFORTS.index(current):
+        # A server refusing the cheapest values teaches the next one up (minimal: low), never
+        # more: anything above max(current, low) is no server's lesson.
+        ceiling = max(EFFORTS.index(current) if current in EFFORTS else 0, EFFORTS.index("low"))
+        if EFFORTS.index(effort) > ceiling:
             return f"it would raise the reasoning effort from {current}"
         self.reasoning_effort = effort
         return None
