@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -157,9 +158,14 @@ def test_a_batch_cascade_sends_the_cheap_stage_and_the_escalated_rows_as_batches
     assert roles == {"kept", "sampled", "escalated"}, "this corpus needs every stage"
     for row in rows:  # the sample goes live (its rounds depend on each other), the rest batched
         assert (row["batch_id"] is None) == (row["cascade_role"] == "sampled"), row
+    # Each batch job first sends one line of each body shape live (tagger.batch.canary).
+    jobs = sorted((tagger_cli.cache_dir / "batches").glob("*.json"))
+    canaries = [json.loads(job.read_text())["canary_requests"] for job in jobs]
+    assert canaries == [1, 1], "one canary for each stage's batch job"
     live = [_asked(r) for r in fake.chats()]
-    assert {model for model, _ in live} == {STRONG_MODEL}
-    assert len(live) == roles_count(rows, "sampled")
+    sample = [(model, text) for model, text in live if model == STRONG_MODEL]
+    assert len(live) - len(sample) <= 1, "only the cheap stage's canary is not the strong model's"
+    assert len(live) == roles_count(rows, "sampled") + sum(canaries)
     section = tagger_cli.manifest()["cascade"]
     assert section["sample_size"] == roles_count(rows, "sampled")
     assert section["stages"][0]["model"] == CHEAP_MODEL
@@ -188,7 +194,7 @@ def roles_count(rows: list[dict[str, object]], role: str) -> int:
         ((f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "0.9", "--delta", "0"), "--delta"),
         ((f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "0.9", "--no-logprobs"), "--no-logprobs"),
         ((f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "0.9", "--ray"), "--ray"),
-        ((f"o4-mini,{STRONG_MODEL}", "--target", "0.9"), "takes no logprobs"),
+        ((f"gpt-5-mini,{STRONG_MODEL}", "--target", "0.9"), "takes no logprobs"),
     ],
 )
 def test_a_cascade_it_cannot_run_is_refused_in_one_line_before_sending(

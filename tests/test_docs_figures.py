@@ -34,7 +34,7 @@ FIGURES: list[tuple[str, str, Callable[[], int]]] = [
     ("docs/review.md", r"gold set for (\d+) of the \d+ abstracts", _gold_rows),
     ("docs/review.md", r"gold set for \d+ of the (\d+) abstracts", lambda: len(seed_texts())),
     ("docs/ray.md", r"tags the (\d+) seed abstracts", lambda: len(seed_texts())),
-    ("docs/cloud-models.md", r"estimate for the (\d+) seed abstracts", lambda: len(seed_texts())),
+    ("docs/cloud-models.md", r"Measured on the (\d+) seed abstracts", lambda: len(seed_texts())),
     ("docs/local-models.md", r"mean over the (\d+)", lambda: len(seed_texts())),
 ]
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from tagger.cli.common import say
 from tagger.cli.errortables import (
@@ -136,9 +136,11 @@ def print_prompts(
 ) -> None:
     """One table each for prompts, taxonomies and synonyms, defaults marked."""
     console = Console()
+    # A prompt's name is what a user types: never cut, whatever the terminal's width.
+    widest = max((len(cell(item.ref)) for item in prompts), default=6)
     listed = Table(
-        "prompt", "hash", "taxonomy", "", "shared tokens (OpenAI)", "description",
-        title=f"prompts in {prompts_dir}",
+        Column("prompt", no_wrap=True, min_width=widest), "hash", "taxonomy", "",
+        "shared tokens (OpenAI)", "description", title=f"prompts in {prompts_dir}",
     )  # fmt: skip
     for item, tokens in zip(prompts, shared, strict=True):
         listed.add_row(
