@@ -17,6 +17,7 @@ from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.ray.actors import Limits, start_limiter
 from tagger.ray.budget import UNBOUNDED_COMPLETION
+from tagger.ray.canary import RayCanary
 from tagger.ray.cluster import READ_CPUS
 from tagger.ray.cluster import actor_cpus as fitted_actor_cpus
 from tagger.ray.records import abstract_record
@@ -129,6 +130,7 @@ def tag_dataset_with(
     skip: Iterable[str] = (),
     limiter: Any = None,
     mark_skipped: bool = False,
+    canary: RayCanary | None = None,
 ) -> Any:
     """The Dataset of output rows for `ds`'s records, under one run configuration.
 
@@ -136,7 +138,8 @@ def tag_dataset_with(
     every actor takes its permits there, so the limits hold for all of them together.
     `skip` names rows already written (skip tokens, tagger.ray.parts.done_rows): they are
     left out of the output (with `mark_skipped`, a record of status "skipped" each), and
-    nothing is asked for them.
+    nothing is asked for them. `canary`: what the driver's canary taught (every actor starts
+    with it) and the rows whose answer it kept (tagger.ray.canary).
     """
     import ray
 
@@ -145,7 +148,8 @@ def tag_dataset_with(
     plan = RunPlan.load(config)  # on the driver: a bad prompt fails here, before any actor
     if limiter is None:
         limiter = start_limiter(limits_of(config, prices))
-    settings = StageSettings.from_plan(plan, tuple(base_urls))
+    taught = {"learned": canary.learned, "canary_rows": canary.rows} if canary else {}
+    settings = StageSettings.from_plan(plan, tuple(base_urls), **taught)
     return ds.map_batches(
         TagStage,
         fn_constructor_kwargs={

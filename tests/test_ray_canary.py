@@ -1,0 +1,131 @@
+"""The canary before Ray's first block: sent by the driver before any actor starts, through the
+batch's canary code; what it taught goes to every actor, its answer is kept, its cost counted.
+
+Most of these drive the driver's canary and the stage's own RecordTagger in this process
+(tests/raystage.py); one runs `tagger run --ray` on a local Ray.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tagger.errors import FatalAPIError
+from tagger.files.abstracts import scan
+from tagger.pipeline.progress import SilentProgress
+from tagger.pricing import PriceTable
+from tests.fakerules import ModelRules
+from tests.harness import SEEDS_DIR, TEST_KEY, StartFake, one_line, taxonomy_ids
+from tests.raystage import ray_config, run_stage
+
+REASONER = ModelRules(True, ("low", "medium"), "medium")  # no "none": today's rules refused once
+
+
+def _chats(fake: Any) -> list[Any]:
+    return [r for r in fake.history if r.path.endswith("/chat/completions")]
+
+
+def _seeds_jsonl(tmp_path: Path, count: int | None = None) -> Path:
+    rows = [{"abstract": abstract.text, "title": abstract.title}
+            for abstract in scan([SEEDS_DIR]).abstracts()][:count]  # fmt: skip
+    path = tmp_path / "seeds.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def test_a_model_never_heard_of_costs_the_actors_no_refusal(
+    fake_server: StartFake, tmp_path: Path
+) -> None:
+    fake = fake_server(areas=taxonomy_ids(), openai_rules=True)
+    fake.model_rules["acme-reasoner"] = REASONER
+    inputs = _seeds_jsonl(tmp_path)
+    run = run_stage(ray_config(fake.base_url, tmp_path / "cache", model="acme-reasoner"), inputs)
+    assert [row["status"] for row in run.rows] == ["ok"] * 57
+    chats = _chats(fake)
+    # The canary: "none" refused once, then answered; every actor request after it is taken.
+    assert [r.status for r in chats[:2]] == [400, 200] and run.canary.report.refused == 1
+    assert all(r.status == 200 for r in chats[2:]) and run.adaptations == ()
+    assert all((r.body or {})["reasoning_effort"] == "low" for r in chats[1:])
+    # Its answer is the first row's, kept: asked once, written as this run's (not cached).
+    assert len(chats) == 57 + 1 and run.canary.report.kept
+    first = run.rows[0]
+    assert not first["cached"] and first["prompt_tokens"] > 0
+    assert not any(row["cached"] for row in run.rows)
+
+
+def test_a_refusal_that_cannot_be_fixed_stops_before_ray_is_joined(
+    fake_server: StartFake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tagger.ray import job
+
+    def no_ray(address: object) -> None:
+        raise AssertionError("Ray was joined after a refusal that cannot be fixed")
+
+    monkeypatch.setattr(job, "connect", no_ray)
+    fake = fake_server(areas=taxonomy_ids(), openai_rules=True)
+    fake.fault_rates = {"400": 1.0}  # refused, naming no parameter to adapt
+    out = tmp_path / "out.jsonl"
+    config = ray_config(fake.base_url, tmp_path / "cache", model="gpt-5-nano")
+    with pytest.raises(FatalAPIError) as refused:
+        job.run_on_ray(config, scan([_seeds_jsonl(tmp_path, 5)]), out, SilentProgress(),
+                       PriceTable(), job.RayRun(None))  # fmt: skip
+    message = one_line(str(refused.value))
+    assert message.startswith("no actor was started: the run's first request, sent live as a")
+    assert "or run without --ray" in message and TEST_KEY not in message
+    assert len(_chats(fake)) == 1 and not out.exists()
+    assert not [p for p in (tmp_path / "out.jsonl.parts").glob("*") if p.is_file()]
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Any:
+    """A local Ray for this module, or the one tests/test_ray.py's session already started."""
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        yield ray
+        return
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+@pytest.mark.ray
+def test_on_ray_the_canary_teaches_every_actor_and_counts_like_any_request(
+    local_ray: Any, fake_server: StartFake, tmp_path: Path
+) -> None:
+    from tagger.ray.job import RayRun, run_on_ray
+
+    fake = fake_server(areas=taxonomy_ids(), openai_rules=True)
+    fake.model_rules["acme-reasoner"] = REASONER
+    inputs = scan([_seeds_jsonl(tmp_path)])
+    out = tmp_path / "out.jsonl"
+    config = ray_config(fake.base_url, tmp_path / "cache", model="acme-reasoner")
+    result = run_on_ray(config, inputs, out, SilentProgress(), PriceTable(), RayRun(None, 2))
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [row["status"] for row in rows] == ["ok"] * 57
+    chats = _chats(fake)
+    assert [r.status for r in chats[:2]] == [400, 200]  # the canary, before any actor
+    assert all(r.status == 200 for r in chats[2:]), "an actor met a refusal"
+    assert len(chats) == 2 + 56  # the canary's answer is the first row's: not asked again
+    manifest = json.loads(out.with_name("out.manifest.json").read_text())
+    assert manifest["requests"] == len(chats) == result.stats.requests
+    assert (manifest["ray"]["canary_requests"], manifest["ray"]["canary_kept"]) == (2, 1)
+    assert any("reasoning_effort" in line for line in manifest["adaptations"])
+    assert manifest["cached"] == 0 and manifest["prompt_tokens"] == sum(
+        row["prompt_tokens"] for row in rows
+    )
+    # --max-requests counts the canary: 2 of 3 spent before any actor, 1 left for them.
+    capped = tmp_path / "capped.jsonl"
+    config = ray_config(fake.base_url, tmp_path / "cache2", model="acme-reasoner")
+    config = config.model_copy(update={"max_requests": 3})
+    before = len(_chats(fake))
+    run_on_ray(config, inputs, capped, SilentProgress(), PriceTable(), RayRun(None, 2))
+    rows = [json.loads(line) for line in capped.read_text().splitlines()]
+    assert len(_chats(fake)) - before == 3
+    assert sum(row["status"] == "ok" for row in rows) == 2  # the canary's, and one more
+    assert json.loads(capped.with_name("capped.manifest.json").read_text())["requests"] == 3
