@@ -156,3 +156,28 @@ def test_a_planted_job_file_gets_a_canary_and_bodies_tagger_derived(tagger_cli: 
     assert body_shape(sent) == shape  # the body tagger derives, not the job file's
     # The first run's canary answer is in the cache; this run's canary answered another.
     assert len(fake.batches.created[-1].parsed()) == 5 - 2
+
+
+def test_a_canary_the_server_keeps_busy_is_given_up_once_not_per_line(
+    tagger_cli: TaggerCLI,
+) -> None:
+    fake = tagger_cli.fake
+    fake.retry_after = 0.01
+    fake.script(["429"] * 3)  # the next three requests, whichever lines they carry
+    result = batch_run(tagger_cli, inputs=[tagger_cli.small_input(6)])
+    assert result.exit_code == 0, result.output
+    assert [r.status for r in tagger_cli.chats()] == [429] * 3  # then the batch goes as built
+    assert len(batch_lines(fake)) == 6 and "got no answer (HTTP 429)" in one_line(result.stderr)
+    assert tagger_cli.manifest()["batch"]["canary_requests"] == 3
+
+
+def test_a_refusal_with_terminal_escapes_is_one_plain_line(tagger_cli: TaggerCLI) -> None:
+    fake = tagger_cli.fake
+    raw = b'{"error": {"message": "bad \\u001b[2J\\u001b]0;owned\\u0007 request\\nsecond line"}}'
+    fake.error_hook = lambda request: (400, raw, {})
+    result = batch_run(tagger_cli, inputs=[tagger_cli.small_input(2)])
+    assert result.exit_code == 2, result.output
+    assert "\x1b" not in result.output and "\x07" not in result.output
+    message = one_line(result.stderr)
+    assert "nothing was uploaded" in message and "\\x1b[2J" in message
+    _nothing_uploaded(tagger_cli)

@@ -129,3 +129,115 @@ def test_on_ray_the_canary_teaches_every_actor_and_counts_like_any_request(
     assert len(_chats(fake)) - before == 3
     assert sum(row["status"] == "ok" for row in rows) == 2  # the canary's, and one more
     assert json.loads(capped.with_name("capped.manifest.json").read_text())["requests"] == 3
+
+
+# --- a hostile server answering the canary ---------------------------------------------------
+
+
+def _driver_canary(fake: Any, tmp_path: Path, model: str = "gpt-5-nano", **client: Any) -> Any:
+    """The driver's part of `tagger run --ray` alone: the model settled, the canary sent."""
+    from tagger.prompting.plan import RunPlan
+    from tagger.ray.canary import ray_canary, settle
+
+    config = settle(ray_config(fake.base_url, tmp_path / "cache", model=model, **client))
+    inputs = scan([_seeds_jsonl(tmp_path, 5)])
+    return ray_canary(RunPlan.load(config), inputs, frozenset(), PriceTable())
+
+
+def _openai_error(message: object, param: object = None, code: object = "invalid") -> bytes:
+    error = {"message": message, "type": "invalid_request_error", "param": param, "code": code}
+    return json.dumps({"error": error}).encode()
+
+
+ODD_REFUSALS = {
+    "an HTML page": (b"<html><body><h1>400 Bad Request</h1>nginx/1.27</body></html>", "text/html"),
+    "not JSON": (b"\x00\xff bad request \x1b[31m", "application/json"),
+    "JSON null": (b"null", "application/json"),
+    "a JSON list": (b'[{"error": "no"}]', "application/json"),
+    "nested 100,000 deep": (b"[" * 100_000 + b"]" * 100_000, "application/json"),
+    "a huge param": (
+        _openai_error("Unsupported parameter.", "p" * 200_000, "unsupported_parameter"),
+        "application/json",
+    ),  # fmt: skip
+    "the key echoed": (
+        _openai_error(f"Invalid key {TEST_KEY} for 'messages'."),
+        "application/json",
+    ),
+    "refusing messages": (
+        _openai_error("Unsupported parameter: 'messages'.", "messages", "unsupported_parameter"),
+        "application/json",
+    ),  # fmt: skip
+    "3 MB of text": (_openai_error("Bad request. " * 250_000), "application/json"),
+}
+
+
+@pytest.mark.parametrize("odd", sorted(ODD_REFUSALS))
+def test_an_odd_refusal_of_the_canary_stops_in_one_line(
+    fake_server: StartFake, tmp_path: Path, odd: str
+) -> None:
+    body, content_type = ODD_REFUSALS[odd]
+    fake = fake_server(areas=taxonomy_ids(), openai_rules=True)
+    fake.error_hook = lambda request: (400, body, {"content-type": content_type})
+    with pytest.raises(FatalAPIError) as refused:
+        _driver_canary(fake, tmp_path)
+    message = str(refused.value)
+    assert "\n" not in message and "\x1b" not in message and "<html" not in message
+    assert message.startswith("no actor was started: the run's first request, sent live")
+    assert len(message) < 800 and TEST_KEY not in message and TEST_KEY[-8:] not in message
+    assert len(_chats(fake)) == 1
+
+
+def test_a_server_naming_a_new_parameter_at_every_try_is_given_up_on(
+    fake_server: StartFake, tmp_path: Path
+) -> None:
+    fake = fake_server(areas=taxonomy_ids())  # not OpenAI's: the prompt's [params] go as they are
+    names = iter(["max_tokens", "temperature", "logprobs", "top_logprobs", "max_completion_tokens",
+                  "max_tokens", "temperature"] * 5)  # fmt: skip
+
+    def refuse(request: dict[str, Any]) -> Any:
+        name = next(names)
+        return 400, _openai_error(f"Unsupported parameter: '{name}'.", name,
+                                  "unsupported_parameter"), {}  # fmt: skip
+
+    fake.error_hook = refuse
+    with pytest.raises(FatalAPIError, match="no actor was started"):
+        _driver_canary(fake, tmp_path, model="acme-local")
+    assert len(_chats(fake)) <= 11  # each parameter adapted at most once, then the refusal
+
+
+@pytest.mark.parametrize("fault", ["429", "503", "hang", "trickle", "drop"])
+def test_a_canary_without_an_answer_lets_the_actors_go_on_as_built(
+    fake_server: StartFake, tmp_path: Path, fault: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = fake_server(areas=taxonomy_ids(), openai_rules=True)
+    fake.retry_after = 0.01
+    fake.hang_seconds, fake.trickle_interval = 30.0, 0.5  # both past the 2 s timeout below
+    fake.fault_rates = {fault: 1.0}
+    canary = _driver_canary(fake, tmp_path, timeout=2.0)
+    tries = 3 if fault in ("429", "503") else 1  # a status is tried again; silence is not
+    assert canary.report.requests == len(_chats(fake)) == tries
+    assert canary.report.kept == {} and canary.learned == ()
+    assert "the live test request got no answer" in caplog.text
+    if fault in ("hang", "trickle"):  # sent, never answered: counted at its estimate
+        assert canary.report.usage.prompt_tokens > 0
+
+
+def test_junk_in_the_canarys_answer_is_not_kept_and_not_believed(
+    fake_server: StartFake, tmp_path: Path
+) -> None:
+    from tests.fakebatch_objects import RawJSON
+
+    fake = fake_server(areas=taxonomy_ids(), openai_rules=True)
+
+    def junk(user: str, body: dict[str, Any]) -> Any:
+        body["usage"] = {"prompt_tokens": 10**50, "completion_tokens": -5, "total_tokens": "x"}
+        body["choices"][0]["message"]["content"] = "x" * 3_000_000  # no answer in 3 MB
+        return RawJSON(json.dumps(body).encode())
+
+    fake.reply_hook = junk
+    canary = _driver_canary(fake, tmp_path)
+    assert canary.report.requests == 1 and canary.report.kept == {} and canary.rows == frozenset()
+    # Charged at least what tagger expected, a huge count at most the reader's bound (as any
+    # reply: it trips a spend cap rather than pass it), never a negative count.
+    used = canary.report.usage
+    assert 0 < used.prompt_tokens <= 10**9 and used.completion_tokens > 0

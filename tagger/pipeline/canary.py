@@ -26,11 +26,12 @@ from tagger.errors import CacheWriteError, FatalAPIError, RequestTimedOut, Sendi
 from tagger.pipeline.cache import AnswerCache, outcome_entry
 from tagger.pipeline.outcome import Outcome
 from tagger.pipeline.policy import Action, ItemPolicy, ItemState
-from tagger.redact import redact
+from tagger.redact import safe_text
 from tagger.sending.client import LLMClient
 from tagger.sending.params import refusal_of
 from tagger.sending.reply import Reply
 from tagger.sending.server_faults import is_format_rejection, is_transient, server_message
+from tagger.terminal import one_line
 from tagger.usage import NO_USAGE, RequestEstimate, Usage
 
 __all__ = ["BATCH", "MAX_SHAPES", "CanaryLine", "CanaryReport", "Driver", "body_shape",
@@ -150,14 +151,14 @@ async def _try(
             if is_transient(exc):
                 transient += 1
                 if transient >= TRANSIENT_TRIES:
-                    _gave_up(f"HTTP {exc.status_code}")
+                    _gave_up(report, f"HTTP {exc.status_code}")
                     return None
                 await asyncio.sleep(transient)  # the gate also keeps a Retry-After pause
                 continue
             if not driver.mode_fixed and is_format_rejection(exc, mode):
                 report.stopped = f"{mode.value} refused: the mode is probed as the run goes"
                 return None
-            message = redact(server_message(exc), secret)
+            message = safe_text(server_message(exc), secret)
             refusal = refusal_of(exc.status_code, exc.body, message, body)
             if refusal is not None and client.rules.learn(refusal):
                 report.refused += 1
@@ -171,7 +172,7 @@ async def _try(
             report.requests += 1
             if isinstance(exc, RequestTimedOut) and estimate is not None:
                 report.usage += estimate.expected()  # sent, maybe billed: counted as live ones
-            _gave_up(type(exc).__name__)
+            _gave_up(report, type(exc).__name__)
             return None
         report.requests += 1
         report.usage += reply.usage
@@ -207,12 +208,14 @@ def _keep(
     report.kept[line.key] = reply.usage
 
 
-def _gave_up(reason: str) -> None:
+def _gave_up(report: CanaryReport, reason: str) -> None:
+    """No answer: the server says nothing of parameters now, and asking on costs more."""
+    report.stopped = f"no answer ({reason})"
     log.warning("the live test request got no answer (%s): going on as built", reason)
 
 
 def _refused(driver: Driver, status: int, message: str) -> FatalAPIError:
-    said = " ".join(message.split())[:300]
+    said = one_line(" ".join(message.split())[:300])  # a server's words: no escapes obeyed
     return FatalAPIError(
         f"{driver.nothing}: {driver.first}, sent live as a test, was refused "
         f"(HTTP {status}: {said}); {driver.every} would fail alike: check --model, --mode and "
