@@ -85,8 +85,10 @@ def test_cache_clear_refuses_while_batches_are_in_flight(tagger_cli: TaggerCLI) 
     assert tagger_cli.run(inputs=[tagger_cli.small_input(1)]).exit_code == 0  # one answer
     batches.script("hold")
     # Two: the job's canary answers the first live (kept), the second goes into the batch.
-    other = tagger_cli.write_jsonl("other.jsonl", [{"abstract": "Graphs of graphs, at scale."},
-                                                   {"abstract": "Trees of trees, at scale."}])
+    other = tagger_cli.write_jsonl(
+        "other.jsonl",
+        [{"abstract": "Graphs of graphs, at scale."}, {"abstract": "Trees of trees, at scale."}],
+    )
     assert tagger_cli.run(*FAST, "--detach", inputs=[other]).exit_code == 0
     clear = ["cache", "clear", "--yes", "--cache-dir", cache]
     refused = tagger_cli.invoke(clear)

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tagger.errors import UsageError
 from tagger.sending.families import family_of
 from tests.batchhelpers import batch_lines, batch_run
 from tests.fakerules import TODAYS, conformance_problems, rules_for
-from tagger.errors import UsageError
 from tests.harness import StartFake, TaggerCLI, one_line, seed_texts, taxonomy_ids
 from tests.raystage import ray_config, run_stage
 

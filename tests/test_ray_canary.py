@@ -158,7 +158,7 @@ ODD_REFUSALS = {
     "a huge param": (
         _openai_error("Unsupported parameter.", "p" * 200_000, "unsupported_parameter"),
         "application/json",
-    ),  # fmt: skip
+    ),
     "the key echoed": (
         _openai_error(f"Invalid key {TEST_KEY} for 'messages'."),
         "application/json",
@@ -166,7 +166,7 @@ ODD_REFUSALS = {
     "refusing messages": (
         _openai_error("Unsupported parameter: 'messages'.", "messages", "unsupported_parameter"),
         "application/json",
-    ),  # fmt: skip
+    ),
     "3 MB of text": (_openai_error("Bad request. " * 250_000), "application/json"),
 }
 
