@@ -241,3 +241,39 @@ def test_junk_in_the_canarys_answer_is_not_kept_and_not_believed(
     # reply: it trips a spend cap rather than pass it), never a negative count.
     used = canary.report.usage
     assert 0 < used.prompt_tokens <= 10**9 and used.completion_tokens > 0
+
+
+@pytest.mark.ray
+def test_a_driver_killed_mid_canary_leaves_nothing_and_the_rerun_finishes(
+    local_ray: Any, fake_server: StartFake, tmp_path: Path
+) -> None:
+    import signal
+
+    from tests.harness import popen, run_args, run_cli, wait_until
+
+    fake = fake_server(areas=taxonomy_ids(), openai_rules=True)
+    fake.model_rules["acme-reasoner"] = REASONER
+    fake.hold()
+    inputs = _seeds_jsonl(tmp_path, 20)
+    out, cache, log = tmp_path / "out.jsonl", tmp_path / "cache", tmp_path / "run.log"
+    address = local_ray.get_runtime_context().gcs_address
+    args = run_args(inputs, out, fake.base_url, cache, "--model", "acme-reasoner", "--ray",
+                    "--ray-address", address, "--ray-actors", 2)  # fmt: skip
+    proc = popen(args, tmp_path, log)
+    try:
+        wait_until(lambda: len(fake.held) == 1, "the canary in flight", proc, log)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    fake.stop_holding()
+    # Killed before Ray was joined: no output, no part, nothing in the cache.
+    assert not out.exists()
+    assert not [p for p in (tmp_path / "out.jsonl.parts").glob("*") if p.is_file()]
+    assert len(_chats(fake)) == 1
+    done = run_cli(args, tmp_path, timeout=300)
+    assert done.returncode == 0, done.stdout.decode()[-3000:]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [row["status"] for row in rows] == ["ok"] * 20
+    # The rerun's canary (refused once, then kept) and the 19 others: the killed request was
+    # never answered, so nothing is paid twice but it.
+    assert len(_chats(fake)) == 1 + 2 + 19

@@ -20,6 +20,7 @@ from tagger.errors import (
     RequestTimedOut,
     SendingStopped,
 )
+from tagger.logcontext import about_the_run
 from tagger.pipeline.request import build_request
 from tagger.redact import public_url, redact, safe_text
 from tagger.sending.connection import listing_not_found, wrong_base_url_message
@@ -260,7 +261,8 @@ class LLMClient:
             raise
 
     async def _read_listing(self) -> None:
-        self.listing = await check_model(self.config)
+        with about_the_run():  # its warnings are the run's, not the first abstract's
+            self.listing = await check_model(self.config)
         listing = self.listing
         # The server lists the model as OpenAI's: its rules, though the host is not.
         owned = listing is not None and listing.openai_owned(self.config.model)
