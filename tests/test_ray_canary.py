@@ -277,3 +277,20 @@ def test_a_driver_killed_mid_canary_leaves_nothing_and_the_rerun_finishes(
     # The rerun's canary (refused once, then kept) and the 19 others: the killed request was
     # never answered, so nothing is paid twice but it.
     assert len(_chats(fake)) == 1 + 2 + 19
+
+
+def test_at_defaults_ray_uses_a_one_model_servers_model_and_stops_on_several(
+    fake_server: StartFake, tmp_path: Path
+) -> None:
+    fake = fake_server(areas=taxonomy_ids())  # a llama.cpp-like server: its own model names
+    fake.models = ["gemma-3-270m-it-q4_k_m.gguf"]
+    config = ray_config(fake.base_url, tmp_path / "cache").model_copy(
+        update={"choose_model": True}  # no --model, no TAGGER_MODEL, no .env
+    )
+    run = run_stage(config, _seeds_jsonl(tmp_path, 6))
+    assert [row["status"] for row in run.rows] == ["ok"] * 6
+    assert {row["model"] for row in run.rows} == {"gemma-3-270m-it-q4_k_m.gguf"}
+    assert {(r.body or {})["model"] for r in _chats(fake)} == {"gemma-3-270m-it-q4_k_m.gguf"}
+    fake.models = ["a-model", "b-model"]
+    with pytest.raises(FatalAPIError, match="the server offers: a-model, b-model"):
+        run_stage(config, _seeds_jsonl(tmp_path, 1))
