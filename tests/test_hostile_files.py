@@ -161,9 +161,13 @@ def _cell(ref: str, text: str) -> str:
     return f'<c r="{ref}" t="inlineStr"><is><t>{text}</t></is></c>'
 
 
-def write_xlsx(path: Path, rows: dict[int, str], dimension: str = "A1:S2") -> Path:
-    """A minimal .xlsx zipped by hand: rows are row number -> the row's <c> elements."""
-    body = "".join(f'<row r="{n}">{cells}</row>' for n, cells in sorted(rows.items()))
+def write_xlsx(
+    path: Path, rows: dict[int, str], dimension: str = "A1:S2", *, in_order: bool = True
+) -> Path:
+    """A minimal .xlsx zipped by hand: rows are row number -> the row's <c> elements, written
+    in row order, or (in_order=False) in the dict's order."""
+    ordered = sorted(rows.items()) if in_order else list(rows.items())
+    body = "".join(f'<row r="{n}">{cells}</row>' for n, cells in ordered)
     sheet = (
         f'<worksheet {_NS}><dimension ref="{dimension}"/><sheetData>{body}</sheetData></worksheet>'
     )
@@ -220,6 +224,34 @@ def test_hand_made_xlsx_imports(tmp_path: Path) -> None:
     code, output = invoke("gold", "import", sheet, "-o", tmp_path / "g.jsonl")
     assert code == 0, output
     assert json.loads((tmp_path / "g.jsonl").read_text())["id"] == "a"
+
+
+def _import_refused(tmp_path: Path, rows: dict[int, str], *, in_order: bool = True) -> str:
+    sheet = write_xlsx(tmp_path / "review.xlsx", rows, in_order=in_order)
+    code, output = invoke("gold", "import", sheet, "-o", tmp_path / "g.jsonl")
+    assert code == 2, output
+    assert not (tmp_path / "g.jsonl").exists()
+    return one_error_line(output)
+
+
+def test_rows_out_of_order_are_refused_not_one_of_them_lost(tmp_path: Path) -> None:
+    # openpyxl's streaming reader yields row 3, then drops row 2 without a word.
+    rows = {1: header_and_row()[1], 3: data_row(3, "b"), 2: data_row(2, "a")}
+    assert "row 2 comes after row 3" in _import_refused(tmp_path, rows, in_order=False)
+
+
+def test_cells_out_of_order_or_twice_are_refused_not_overwritten(tmp_path: Path) -> None:
+    header = header_and_row()[1]
+    cells = data_row(2, "a")
+    first, rest = cells[: cells.index("</c>") + 4], cells[cells.index("</c>") + 4 :]
+    # The row's first cell last: the reader sizes the row by its last cell and drops the rest.
+    said = _import_refused(tmp_path, {1: header, 2: rest + first})
+    assert "cell A2 comes after a cell to its right" in said
+    # The id's cell twice: the second would replace the first.
+    twice = first + first.replace(">a<", ">b<") + rest
+    assert "cell A2 is given twice" in _import_refused(tmp_path, {1: header, 2: twice})
+    huge = {1: header, 2: cells.replace('r="A2"', f'r="A{"9" * 5000}"', 1)}
+    assert "is not a cell of row 2" in _import_refused(tmp_path, huge)
 
 
 def gold_import_in_1_gib(sheet: Path, out: Path) -> subprocess.CompletedProcess[str]:
@@ -423,6 +455,30 @@ def test_no_formula_survives_behind_a_control_character(tmp_path: Path, suffix: 
 def _xml_text(text: str) -> str:
     kept = "".join(ch for ch in text if ch in "\t\n\r" or ch >= " ")
     return kept.replace("\r", "\n")
+
+
+def test_text_longer_than_an_xlsx_cell_is_cut_visibly_and_a_long_id_refused(
+    tmp_path: Path,
+) -> None:
+    # Excel holds 32,767 characters in a cell; openpyxl cut beyond that without a word.
+    abstract = "=" + "word " * 9_000  # a formula start too: the quote stays in front
+    run = tmp_path / "run.jsonl"
+    run.write_text(json.dumps(run_row("a", abstract=abstract)) + "\n", encoding="utf-8")
+    sheet = tmp_path / "review.xlsx"
+    code, output = invoke("export", run, "-o", sheet)
+    assert code == 0, output
+    (_, values), *_ = read_sheet(sheet, raw=True)[1]
+    written = values["abstract"]
+    assert len(written) == 32_767 and written.startswith("'=word")
+    kept = written.index(" … [cut: ")
+    said = int(written[kept:].split("cut: ")[1].split(" ")[0].replace(",", ""))
+    assert said == len("'" + abstract) - kept  # exactly what is left out
+    run.write_text(json.dumps(run_row("i" * 40_000)) + "\n", encoding="utf-8")
+    code, output = invoke("export", run, "-o", tmp_path / "ids.xlsx")
+    assert code == 2 and "an id of 40,000 characters" in one_error_line(output), output
+    assert not (tmp_path / "ids.xlsx").exists()
+    code, output = invoke("export", run, "-o", tmp_path / "ids.csv")  # a CSV keeps it whole
+    assert code == 0, output
 
 
 # --- 7. ids ---------------------------------------------------------------------------------

@@ -43,7 +43,6 @@ EM = 2048
 # the table does not know (another script, drawn by a fallback font) is taken at this width.
 _UNKNOWN = 1400
 _TAB = 4 * _ASCII[0]
-_CACHED_CHARS = 64
 POINT_SIZE = 11.0
 _BOLD = 1.12  # beyond ASCII, bold is taken 12% wider (ASCII's widest difference: 11%)
 _PIECE = re.compile(r".*?(?:-(?=[^\W\d_])| +|$)")
@@ -74,17 +73,38 @@ def _other_width(char: str) -> int:
     return _UNKNOWN
 
 
-def _units(piece: str, bold: bool = False) -> float:
-    """A piece of text's advance in 1/2048 em."""
-    if len(piece) > _CACHED_CHARS:  # a cell's worth of text without a space: not kept
-        return sum(char_width(char, bold) for char in piece)
-    return _word_units(piece, bold)
+def _units(text: str, bold: bool = False) -> float:
+    """A text's advance in 1/2048 em."""
+    if text.isascii():  # the common case, summed in C
+        return sum(map(_ascii_table(bold).__getitem__, text.encode("ascii")))
+    return sum(char_width(char, bold) for char in text)
 
 
-@lru_cache(maxsize=65536)
-def _word_units(piece: str, bold: bool) -> float:
-    """A word's advance: most words recur, so they are kept (4 MB at most)."""
-    return sum(char_width(char, bold) for char in piece)
+@lru_cache(maxsize=2)
+def _ascii_table(bold: bool) -> tuple[float, ...]:
+    """char_width of every ASCII code, by code."""
+    return tuple(char_width(chr(code), bold) for code in range(128))
+
+
+# Words seen, regular and bold: a word -> its advance with and without its trailing spaces.
+# Most words recur, so measuring each once makes a sheet's heights cheap; bounded, and a
+# cell's worth of text without a space is never kept.
+_WORDS: tuple[dict[str, tuple[float, float]], dict[str, tuple[float, float]]] = ({}, {})
+_MOST_WORDS = 65_536
+_CACHED_CHARS = 64
+
+
+def _word(piece: str, bold: bool) -> tuple[float, float]:
+    """A piece's advance, and its advance without the spaces it ends with."""
+    words = _WORDS[bold]
+    found = words.get(piece)
+    if found is None:
+        found = (_units(piece, bold), _units(piece.rstrip(" "), bold))
+        if len(piece) <= _CACHED_CHARS:
+            if len(words) >= _MOST_WORDS:
+                words.clear()
+            words[piece] = found
+    return found
 
 
 def text_points(text: str, *, bold: bool = False) -> float:
@@ -101,32 +121,31 @@ def wrapped_lines(text: str, width: float, *, bold: bool = False, most: int = 10
     for paragraph in text.split("\n"):
         lines += 1
         used = 0.0
-        for piece in _pieces(paragraph):
-            body = piece.rstrip(" ")  # spaces at a line's end take no room
-            if used + _units(body, bold) <= limit:
-                used += _units(piece, bold)
+        for piece in _PIECE.findall(paragraph):
+            if not piece:
+                continue
+            whole, body = _word(piece, bold)
+            if used + body <= limit:
+                used += whole
                 continue
             if used:
                 lines += 1
                 used = 0.0
-            if _units(body, bold) > limit:  # longer than a line: broken between characters
-                for char in body:
-                    if used + char_width(char, bold) > limit and used:
+            if body > limit:  # longer than a line: broken between characters
+                for char in piece.rstrip(" "):
+                    advance = char_width(char, bold)
+                    if used + advance > limit and used:
                         lines += 1
                         used = 0.0
-                    used += char_width(char, bold)
-                broken = broken or not _PLAIN.fullmatch(body)
-                used += _units(piece, bold) - _units(body, bold)
+                        if lines >= most:
+                            return most
+                    used += advance
+                broken = broken or not _PLAIN.fullmatch(piece.rstrip(" "))
+                used += whole - body
             else:
-                used = _units(piece, bold)
+                used = whole
             if lines >= most:
                 return most
     # A renderer may break a word of symbols sooner (after a backslash, a slash, a bracket):
     # one line spare. Letters, digits and underscores it breaks where the line is full.
     return min(max(lines, 1) + broken, most)
-
-
-def _pieces(paragraph: str) -> list[str]:
-    """The paragraph cut where a line may break: after a run of spaces, or a hyphen that joins
-    two words ("drop-in"; not the sign of "-5")."""
-    return [piece for piece in _PIECE.findall(paragraph) if piece]
