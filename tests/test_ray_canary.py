@@ -294,3 +294,18 @@ def test_at_defaults_ray_uses_a_one_model_servers_model_and_stops_on_several(
     fake.models = ["a-model", "b-model"]
     with pytest.raises(FatalAPIError, match="the server offers: a-model, b-model"):
         run_stage(config, _seeds_jsonl(tmp_path, 1))
+
+
+def test_a_mode_the_server_refuses_is_left_to_the_actors_probe(
+    fake_server: StartFake, tmp_path: Path
+) -> None:
+    fake = fake_server(areas=taxonomy_ids())
+    fake.json_schema_support = "reject_400"  # as a server without structured outputs says
+    run = run_stage(ray_config(fake.base_url, tmp_path / "cache", model="acme-local"),
+                    _seeds_jsonl(tmp_path, 4))  # fmt: skip
+    assert (
+        run.canary.report.stopped is not None and "json_schema refused" in run.canary.report.stopped
+    )
+    assert run.canary.report.requests == 1 and not run.canary.report.kept
+    assert [row["status"] for row in run.rows] == ["ok"] * 4  # the actor fell back, as locally
+    assert {row["mode"] for row in run.rows} != {"json_schema"}
