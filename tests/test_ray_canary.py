@@ -309,3 +309,24 @@ def test_a_mode_the_server_refuses_is_left_to_the_actors_probe(
     assert run.canary.report.requests == 1 and not run.canary.report.kept
     assert [row["status"] for row in run.rows] == ["ok"] * 4  # the actor fell back, as locally
     assert {row["mode"] for row in run.rows} != {"json_schema"}
+
+
+def test_a_rerun_sends_its_canary_with_the_first_record_still_to_ask(
+    fake_server: StartFake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tagger.ray import canary
+    from tests.harness import TaggerCLI
+
+    monkeypatch.setattr(canary, "LOOKAHEAD", 10)  # fewer than the records answered before
+    fake = fake_server(areas=taxonomy_ids())
+    inputs = _seeds_jsonl(tmp_path, 30)
+    rows = [json.loads(line) for line in inputs.read_text().splitlines()]
+    head = tmp_path / "head.jsonl"  # the first 25 answered already, by a local run
+    head.write_text("".join(json.dumps(row) + "\n" for row in rows[:25]), encoding="utf-8")
+    cli = TaggerCLI(fake, tmp_path)
+    assert cli.run("--model", "acme-local", inputs=[head]).exit_code == 0
+    before = len(_chats(fake))
+    run = run_stage(ray_config(fake.base_url, tmp_path / "cache", model="acme-local"), inputs)
+    sent = _chats(fake)[before:]
+    assert len(sent) == 5 and run.canary.report.requests == 1  # the 26th record's, kept
+    assert rows[25]["abstract"][:60] in json.dumps(sent[0].body)

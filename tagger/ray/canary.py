@@ -39,7 +39,8 @@ __all__ = ["RayCanary", "canary_fields", "count_canary", "ray_canary", "settle"]
 
 RAY = Driver("no actor was started", "the run's first request", "every request",
              "run without --ray", mode_fixed=False)  # fmt: skip
-LOOKAHEAD = 200  # records looked at for distinct body shapes
+LOOKAHEAD = 200  # records to be asked looked at for distinct body shapes
+MAX_SCANNED = 100_000  # records read past those earlier parts hold or the cache answers
 
 
 @dataclass
@@ -111,11 +112,9 @@ def _lines(
     config = plan.config
     estimator = RequestEstimator(plan, rules, None)
     policy = ItemPolicy.for_plan(plan)
-    seen = 0
-    for abstract in scan.abstracts():
-        if seen >= LOOKAHEAD:
+    for scanned, abstract in enumerate(scan.abstracts()):
+        if len(tokens) >= LOOKAHEAD or scanned >= MAX_SCANNED:
             return
-        seen += 1
         key = plan.item_key(abstract)
         token = skip_token(key, abstract.index, abstract.id, abstract.source, abstract.line)
         if token in done or key in tokens:
