@@ -24,7 +24,7 @@ from tagger.prompting.schema import MAX_SUMMARY_WORDS
 from tagger.terminal import cell, printable
 
 if TYPE_CHECKING:
-    from tagger.pipeline.job import DryRunReport
+    from tagger.pipeline.forecast import DryRunReport
     from tagger.pipeline.stats import RunStats
     from tagger.prompting.prompts import Prompt
 
@@ -48,7 +48,7 @@ def print_summary(
 
     `fatal` is the error that ended the run, said once after this summary: not repeated here.
     """
-    from tagger.pipeline.job import summarise
+    from tagger.pipeline.summary import summarise
 
     if not quiet:
         table = Table(title="tagger run", show_header=False)

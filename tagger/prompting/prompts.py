@@ -7,17 +7,21 @@ import hashlib
 import os
 import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 from typing import Any
 
 from tagger.errors import ConfigError
+from tagger.prompting.packs import render_items
 
 # Directories under prompts/ that hold data the prompts use, not prompts.
 RESERVED_DIRS = frozenset({"taxonomy", "synonyms"})
 DEFAULT_PROMPT_NAME = "tag"
 PLACEHOLDERS = frozenset({"title_line", "abstract", "areas", "format_instructions"})
+# A packing prompt (`packs = true`) ends with the numbered abstracts instead of one abstract.
+PACK_PLACEHOLDERS = frozenset({"abstracts", "areas", "format_instructions"})
 
 _LONE_PLACEHOLDER_RE = re.compile(r"^\s*\$\{?(title_line|format_instructions)\}?\s*$")
 _VERSION_RE = re.compile(r"^v?(\d+)$", re.IGNORECASE)
@@ -81,6 +85,9 @@ class Prompt:
     taxonomy_version: str | None
     hash: str
     path: Path
+    # Several abstracts per request (tagger.prompting.packs): every request has the pack's
+    # shape, one abstract or many.
+    packs: bool = False
 
     @property
     def ref(self) -> str:
@@ -90,7 +97,11 @@ class Prompt:
     def render(
         self, *, abstract: str, title: str | None, areas: str, format_instructions: str
     ) -> list[dict[str, str]]:
-        """Build the chat messages for one abstract."""
+        """Build the chat messages for one abstract (a packing prompt: a pack of one)."""
+        if self.packs:
+            return self.render_pack(
+                [(abstract, title)], areas=areas, format_instructions=format_instructions
+            )
         clean_title = " ".join(title.split()) if title else ""
         values = {
             "title_line": f"Title: {clean_title}" if clean_title else "",
@@ -102,6 +113,26 @@ class Prompt:
             name for name in ("title_line", "format_instructions") if not values[name]
         )
         # Values are spliced in, never re-scanned, so $ and {} in the abstract survive.
+        user = "".join(values[part[1:]] if part[:1] == "\0" else part
+                       for part in _template(self.user, empty))  # fmt: skip
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
+
+    def render_pack(
+        self,
+        items: Sequence[tuple[str, str | None]],
+        *,
+        areas: str,
+        format_instructions: str,
+    ) -> list[dict[str, str]]:
+        """Build the chat messages for several abstracts, (text, title) each, numbered from 1."""
+        if not self.packs:
+            raise ValueError(f"{self.ref} does not pack abstracts")
+        values = {
+            "abstracts": render_items(items),
+            "areas": areas,
+            "format_instructions": format_instructions,
+        }
+        empty = frozenset(() if format_instructions else ("format_instructions",))
         user = "".join(values[part[1:]] if part[:1] == "\0" else part
                        for part in _template(self.user, empty))  # fmt: skip
         return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
@@ -170,17 +201,27 @@ def _discover(prompts_dir: Path) -> dict[str, list[tuple[int, Path]]]:
     return found
 
 
-def _validate_template(user: str, path: Path) -> None:
+def _validate_template(user: str, path: Path, *, packs: bool = False) -> None:
     template = Template(user)
     if not template.is_valid():
         raise ConfigError(f"{path}: 'user' is not a valid template (a lone '$'? write '$$')")
-    unknown = set(template.get_identifiers()) - PLACEHOLDERS
+    known = PACK_PLACEHOLDERS if packs else PLACEHOLDERS
+    unknown = set(template.get_identifiers()) - known
     if unknown:
-        allowed = ", ".join(f"${p}" for p in sorted(PLACEHOLDERS))
+        allowed = ", ".join(f"${p}" for p in sorted(known))
+        kind = " of a packing prompt (packs = true)" if packs else ""
         raise ConfigError(
-            f"{path}: unknown placeholder(s) {', '.join(sorted(unknown))} in 'user'; "
+            f"{path}: unknown placeholder(s) {', '.join(sorted(unknown))} in 'user'{kind}; "
             f"allowed: {allowed}"
         )
+    if packs:
+        # The numbered abstracts come last: everything before them is the same in every
+        # request, the prefix a provider's prompt cache bills at its cached price.
+        if user.rstrip().rsplit("\n", 1)[-1].strip() not in ("$abstracts", "${abstracts}"):
+            raise ConfigError(
+                f"{path}: 'user' of a packing prompt must end with a line '$abstracts'"
+            )
+        return
     # The fake test server (and humans reading logs) find the abstract after the last
     # line starting with "Abstract:", so the template must end with exactly that line.
     last_line = user.rstrip().rsplit("\n", 1)[-1]
@@ -199,7 +240,10 @@ def _parse_prompt(name: str, number: int, path: Path) -> Prompt:
         )
     system = require_str(data, "system", path)
     user = require_str(data, "user", path)
-    _validate_template(user, path)
+    packs = data.get("packs", False)
+    if not isinstance(packs, bool):
+        raise ConfigError(f"{path}: 'packs' must be true or false")
+    _validate_template(user, path, packs=packs)
     params = data.get("params", {})
     if not isinstance(params, dict):
         raise ConfigError(f"{path}: [params] must be a table")
@@ -222,6 +266,7 @@ def _parse_prompt(name: str, number: int, path: Path) -> Prompt:
         taxonomy_version=taxonomy,
         hash=digest,
         path=path,
+        packs=packs,
     )
 
 

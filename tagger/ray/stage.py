@@ -23,9 +23,9 @@ from tagger.pipeline.item import ItemTagger, ModeProbe
 from tagger.pipeline.outcome import Outcome, Status
 from tagger.pipeline.progress import stop_advice
 from tagger.pipeline.request import request_rules
-from tagger.prompting.plan import RunPlan
+from tagger.prompting.plan import RunPlan, request_schema
 from tagger.prompting.prompts import Prompt
-from tagger.prompting.schema import answer_json_schema, build_answer_model
+from tagger.prompting.schema import build_answer_model
 from tagger.prompting.taxonomy import Synonyms, Taxonomy
 from tagger.ray.actors import RayLink
 from tagger.ray.gate import ClusterGate, LimiterLink
@@ -88,7 +88,7 @@ class StageSettings:
             self.taxonomy,
             self.synonyms,
             model,
-            answer_json_schema(model),
+            request_schema(self.prompt, model),
             self.key_base,
             self.key_run_part,
         )
