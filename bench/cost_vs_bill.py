@@ -52,7 +52,10 @@ def main() -> int:
             for n, text in enumerate(seed_texts() * 18)
         ))  # fmt: skip
         for setup in args.setups.split(","):
-            prompt, size, tier = (setup.split(":") + ["1", "live"])[:3]
+            given = setup.split(":")
+            prompt = given[0]
+            size = given[1] if len(given) > 1 else "1"
+            tier = given[2] if len(given) > 2 else "live"
             report = _estimate(seeds, prompt, size, tier, args.model)
             manifest = _run(seeds, prompt, size, tier, args.model, Path(tmp))
             prices, batch = PriceTable(), tier == "batch"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tests.fakelogprobs import AreaOdds, token_logprobs
@@ -61,3 +61,13 @@ def pack_content(
     for text, chances in pieces:
         tokens += token_logprobs(text, chances or AreaOdds(1.0), top)
     return "".join(text for text, _ in pieces), tokens
+
+
+def edit_answers(content: str, change: Callable[[dict[str, Any]], None], **dumps: Any) -> str:
+    """A reply's content with `change` applied to each answer in it, a pack's or a plain one,
+    written back in the same shape (`dumps`: json.dumps's options). For hostile-server hooks."""
+    data = json.loads(content)
+    answers = data["answers"] if isinstance(data, dict) and "answers" in data else [data]
+    for answer in answers:
+        change(answer)
+    return json.dumps(data, **dumps)
