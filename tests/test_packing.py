@@ -22,6 +22,7 @@ from tagger.pipeline.packing import PACK_GIVE_UP, per_request_for
 from tagger.pricing import PriceTable
 from tagger.prompting.prompts import load_prompt
 from tests.fakebatch_objects import RawJSON
+from tests.fakemodels import CHEAP, STRONG
 from tests.fakepack import pack_items
 from tests.fakeserver import FakeLLM, Recorded, first_user_message
 from tests.harness import (
@@ -284,3 +285,70 @@ def test_a_kill_mid_pack_costs_only_the_packs_in_flight(
     rerun = llm.chats()[sent:]
     # Only what was not committed is asked again: 35 abstracts, the first alone.
     assert sum(_sizes(rerun)) == 35 and len(rerun) == 1 + math.ceil(34 / 4)
+
+
+def test_a_cascades_live_stages_pack_and_certify_the_same_rows(
+    llm: FakeLLM, tmp_path: Path
+) -> None:
+    import tagger
+
+    cheap, strong = "gpt-5.4-nano", "gpt-5.4-mini"
+    llm.skills = {cheap: CHEAP, strong: STRONG}
+    items = [f"We study problem {i} with kernels on {i % 5} benchmarks." for i in range(80)]
+    options = {"base_url": llm.base_url, "api_key": "sk-test-0123456789", "progress": False}
+    runs = {}
+    for size in (1, 4):
+        before = len(llm.chats())
+        runs[size] = tagger.tag(
+            items, cascade=f"{cheap},{strong}", target=0.8, per_request=size,
+            cache_dir=tmp_path / str(size), **options,
+        )  # fmt: skip
+        runs[size].stats.requests = len(llm.chats()) - before
+    alone, packed = (
+        [
+            {k: v for k, v in row.fields().items() if k not in USAGE_FIELDS}
+            for row in runs[size].rows
+        ]
+        for size in (1, 4)
+    )
+    # Each row's confidence came from its own slice of its pack's logprobs: the same decision.
+    assert packed == alone
+    decided = [
+        {
+            k: v
+            for k, v in runs[size].manifest["cascade"].items()
+            if k != "stages" and "cost" not in k
+        }
+        for size in (1, 4)
+    ]
+    assert decided[0] == decided[1] and decided[0]["certificate_holds"]
+    assert runs[4].stats.requests < runs[1].stats.requests / 2
+
+
+def test_ctrl_c_mid_pack_keeps_the_packs_on_the_wire_and_sends_nothing_more(
+    tmp_path: Path, llm: FakeLLM, tagger_process: StartTagger
+) -> None:
+    inputs = write_inputs(tmp_path / "in.jsonl", 60, seed=9)
+    out, cache, log = tmp_path / "out.jsonl", tmp_path / "cache", tmp_path / "tagger.log"
+    args = run_args(inputs.path, out, llm.base_url, cache, "--per-request", 4, "--concurrency", 2)
+    llm.hold()
+    proc = tagger_process(args, tmp_path, log)
+    wait_until(lambda: len(llm.held) >= 1, "the first request, alone", proc, log)
+    llm.release()
+    wait_until(lambda: len(llm.held) >= 2, "two packs at the server", proc, log)
+    on_the_wire = llm.held
+    sent = len(llm.chats())
+    proc.send_signal(signal.SIGINT)
+    llm.stop_holding()
+    assert proc.wait(SAFETY_TIMEOUT) == 130, log.read_text(errors="replace")[-3000:]
+    assert len(llm.chats()) == sent, "a request was sent after Ctrl-C"
+    rows = read_rows(out)
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert len(ok) == 1 + 4 * len(on_the_wire) == 9  # the packs on the wire were answered
+    assert all("interrupted" in r["error"] for r in rows if r["status"] != "ok")
+
+    again = run_cli(args, tmp_path)
+    assert again.returncode == 0, again.stdout.decode(errors="replace")[-2000:]
+    rerun = llm.chats()[sent:]
+    assert sum(_sizes(rerun)) == 60 - 9
+    assert all(r["status"] == "ok" for r in read_rows(out))
