@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import re
 import tomllib
@@ -73,20 +72,6 @@ def count_text_tokens(text: str) -> int:
         return math.ceil(len(text) / CHARS_PER_TOKEN)
     wide = len(_WIDE_CHARS.findall(text))
     return math.ceil((len(text) - wide) / CHARS_PER_TOKEN) + wide
-
-
-def floor_usage(
-    text: str, title: str | None, answer: Mapping[str, Any] | None, used: Usage
-) -> Usage:
-    """The least one answered abstract could be billed: its own text (and title) as prompt,
-    and its answer as compact JSON (no spaces, no number or array around it) as output, at
-    most the answer tokens it was billed. The floor a run's bill is measured against."""
-    billed = max(0, used.completion_tokens - used.reasoning_tokens)
-    if answer is not None:
-        compact = json.dumps(dict(answer), ensure_ascii=False, separators=(",", ":"))
-        billed = min(billed, count_text_tokens(compact))
-    own = count_text_tokens(text) + count_text_tokens(title or "")
-    return Usage(prompt_tokens=own, completion_tokens=billed)
 
 
 def estimate_tokens(

@@ -26,7 +26,8 @@ from tagger.pipeline.item import ProbeSnapshot
 from tagger.pipeline.outcome import Outcome, Status
 from tagger.pipeline.progress import LiveCounts, ProgressSink, stop_advice
 from tagger.pipeline.stats import RunStats
-from tagger.pricing import PriceTable, floor_usage
+from tagger.pipeline.summary import floor_usage
+from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.sending.client import LLMClient
 from tagger.usage import NO_USAGE

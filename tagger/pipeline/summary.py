@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from tagger.pipeline.stats import RunStats
+from tagger.pricing import count_text_tokens
 from tagger.usage import Usage
 
-__all__ = ["bill_to_floor", "describe_floor", "describe_parts", "describe_tokens", "summarise"]
+__all__ = [
+    "bill_to_floor",
+    "describe_floor",
+    "describe_parts",
+    "describe_tokens",
+    "floor_usage",
+    "summarise",
+]
 
 
 def summarise(stats: RunStats) -> Sequence[tuple[str, str]]:
@@ -87,3 +97,17 @@ def describe_tokens(usage: Usage) -> str:
     if usage.reasoning_tokens:
         text += f" (of which {usage.reasoning_tokens} reasoning)"
     return text
+
+
+def floor_usage(
+    text: str, title: str | None, answer: Mapping[str, Any] | None, used: Usage
+) -> Usage:
+    """The least one answered abstract could be billed: its own text (and title) as prompt,
+    and its answer as compact JSON (no spaces, no number or array around it) as output, at
+    most the answer tokens it was billed. The floor a run's bill is measured against."""
+    billed = max(0, used.completion_tokens - used.reasoning_tokens)
+    if answer is not None:
+        compact = json.dumps(dict(answer), ensure_ascii=False, separators=(",", ":"))
+        billed = min(billed, count_text_tokens(compact))
+    own = count_text_tokens(text) + count_text_tokens(title or "")
+    return Usage(prompt_tokens=own, completion_tokens=billed)

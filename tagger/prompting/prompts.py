@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import re
@@ -10,20 +9,16 @@ import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from string import Template
 from typing import Any
 
 from tagger.errors import ConfigError
 from tagger.prompting.packs import render_items
+from tagger.prompting.templates import check_template, template_parts
 
 # Directories under prompts/ that hold data the prompts use, not prompts.
 RESERVED_DIRS = frozenset({"taxonomy", "synonyms"})
 DEFAULT_PROMPT_NAME = "tag"
-PLACEHOLDERS = frozenset({"title_line", "abstract", "areas", "format_instructions"})
-# A packing prompt (`packs = true`) ends with the numbered abstracts instead of one abstract.
-PACK_PLACEHOLDERS = frozenset({"abstracts", "areas", "format_instructions"})
 
-_LONE_PLACEHOLDER_RE = re.compile(r"^\s*\$\{?(title_line|format_instructions)\}?\s*$")
 _VERSION_RE = re.compile(r"^v?(\d+)$", re.IGNORECASE)
 
 
@@ -114,7 +109,7 @@ class Prompt:
         )
         # Values are spliced in, never re-scanned, so $ and {} in the abstract survive.
         user = "".join(values[part[1:]] if part[:1] == "\0" else part
-                       for part in _template(self.user, empty))  # fmt: skip
+                       for part in template_parts(self.user, empty))  # fmt: skip
         return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
 
     def render_pack(
@@ -134,35 +129,8 @@ class Prompt:
         }
         empty = frozenset(() if format_instructions else ("format_instructions",))
         user = "".join(values[part[1:]] if part[:1] == "\0" else part
-                       for part in _template(self.user, empty))  # fmt: skip
+                       for part in template_parts(self.user, empty))  # fmt: skip
         return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
-
-
-@functools.lru_cache(maxsize=64)
-def _template(user: str, empty: frozenset[str]) -> tuple[str, ...]:
-    """The user template as literal parts and "\0name" placeholders, parsed once per variant.
-
-    Lines holding only a placeholder that is empty this time are dropped (they would leave
-    stray blank lines). string.Template re-parses the template on every call, and this runs
-    for every abstract.
-    """
-    lines = [
-        line
-        for line in user.split("\n")
-        if not ((m := _LONE_PLACEHOLDER_RE.match(line)) and m.group(1) in empty)
-    ]
-    text = "\n".join(lines)
-    parts: list[str] = []
-    position = 0
-    for match in Template.pattern.finditer(text):
-        parts.append(text[position : match.start()])
-        if match.group("escaped") is not None:
-            parts.append("$")
-        else:
-            parts.append("\0" + (match.group("named") or match.group("braced")))
-        position = match.end()
-    parts.append(text[position:])
-    return tuple(part for part in parts if part)
 
 
 def default_prompts_dir() -> Path:
@@ -201,34 +169,6 @@ def _discover(prompts_dir: Path) -> dict[str, list[tuple[int, Path]]]:
     return found
 
 
-def _validate_template(user: str, path: Path, *, packs: bool = False) -> None:
-    template = Template(user)
-    if not template.is_valid():
-        raise ConfigError(f"{path}: 'user' is not a valid template (a lone '$'? write '$$')")
-    known = PACK_PLACEHOLDERS if packs else PLACEHOLDERS
-    unknown = set(template.get_identifiers()) - known
-    if unknown:
-        allowed = ", ".join(f"${p}" for p in sorted(known))
-        kind = " of a packing prompt (packs = true)" if packs else ""
-        raise ConfigError(
-            f"{path}: unknown placeholder(s) {', '.join(sorted(unknown))} in 'user'{kind}; "
-            f"allowed: {allowed}"
-        )
-    if packs:
-        # The numbered abstracts come last: everything before them is the same in every
-        # request, the prefix a provider's prompt cache bills at its cached price.
-        if user.rstrip().rsplit("\n", 1)[-1].strip() not in ("$abstracts", "${abstracts}"):
-            raise ConfigError(
-                f"{path}: 'user' of a packing prompt must end with a line '$abstracts'"
-            )
-        return
-    # The fake test server (and humans reading logs) find the abstract after the last
-    # line starting with "Abstract:", so the template must end with exactly that line.
-    last_line = user.rstrip().rsplit("\n", 1)[-1]
-    if not last_line.startswith("Abstract:") or not re.search(r"\$\{?abstract\}?$", last_line):
-        raise ConfigError(f"{path}: 'user' must end with a line 'Abstract: $abstract'")
-
-
 def _parse_prompt(name: str, number: int, path: Path) -> Prompt:
     data, digest = read_toml(path)
     version = f"v{number}"
@@ -243,7 +183,7 @@ def _parse_prompt(name: str, number: int, path: Path) -> Prompt:
     packs = data.get("packs", False)
     if not isinstance(packs, bool):
         raise ConfigError(f"{path}: 'packs' must be true or false")
-    _validate_template(user, path, packs=packs)
+    check_template(user, path, packs=packs)
     params = data.get("params", {})
     if not isinstance(params, dict):
         raise ConfigError(f"{path}: [params] must be a table")

@@ -21,7 +21,8 @@ from tagger import __version__
 from tagger.errors import UsageError
 from tagger.files.outfile import OutputFile
 from tagger.files.rows import Row
-from tagger.pricing import PriceTable, floor_usage
+from tagger.pipeline.summary import floor_usage
+from tagger.pricing import PriceTable
 from tagger.ray.parts import Part, PartRow, PartsRead, find_parts, read_part
 from tagger.ray.records import skip_token
 from tagger.usage import NO_USAGE, Usage
