@@ -11,8 +11,9 @@ schema first; tests/fakepack.py answers a pack as each abstract alone). Prints e
 tokens at the input price plus each answer as compact JSON at the output price; goal for the
 default, tag@v3 with 8 per request live: at most 1.15), and the cost per 1,000 abstracts.
 
---thousand: the cost per 1,000 on 1,026 abstracts (each seed 18 times, numbered apart), so
-that the first request, which pays its prompt in full, weighs as it does in a real run.
+--thousand: the cost per 1,000 on 1,026 abstracts (each seed 18 times, each starting with its
+own number, so that no abstract's text is a cached prefix of another's), so that the first
+request, which pays its prompt in full, weighs as it does in a real run.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         seeds, thousand = ROOT / "seeds", Path(tmp) / "thousand.jsonl"
         thousand.write_text("".join(
-            json.dumps({"id": f"t{n}", "abstract": f"{text} (Study {n}.)"}) + "\n"
+            json.dumps({"id": f"t{n}", "abstract": f"Study {n}. {text}"}) + "\n"
             for n, text in enumerate(seed_texts() * 18)
         ))  # fmt: skip
         for setup in args.setups.split(","):
