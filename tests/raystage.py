@@ -55,7 +55,14 @@ def run_stage(config: RunConfig, inputs: Path) -> StageRun:
 
     async def actor() -> tuple[list[dict[str, Any]], tuple[str, ...]]:
         link = AsyncLimiter(Limits(prepaid=(canary.report.requests, canary.report.usage)))
-        tagger = RecordTagger(settings.plan(), link, None, settings.learned, settings.canary_rows)
+        tagger = RecordTagger(
+            settings.plan(),
+            link,
+            None,
+            settings.learned,
+            settings.per_request,
+            settings.canary_rows,
+        )
         try:
             records = [abstract_record(abstract) for abstract in scanned.abstracts()]
             out = await tagger.tag(records)
