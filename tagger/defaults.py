@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-MODEL = "gpt-5.4-nano"  # cheap, current, no reasoning by default: see docs/cloud-models.md
+# OpenAI's model for "efficient, repeatable work" (its GPT-6 deployment checklist); cheap,
+# current, no reasoning at effort none, logprobs taken there: see docs/cloud-models.md.
+MODEL = "gpt-6-luna"
 BASE_URL = "https://api.openai.com/v1"
 MAX_ATTEMPTS = 6  # HTTP requests per abstract, retries, repairs and the length retry included
 REPAIR_TURNS = 2  # times an invalid answer is sent back with its validation error

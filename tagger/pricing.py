@@ -5,18 +5,26 @@ from __future__ import annotations
 import difflib
 import math
 import re
-import tomllib
 from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-
 from tagger.errors import ConfigError
-from tagger.promptcache import CacheRule, parse_cache_rule
+from tagger.pricerows import MAX_PRICE, Price, parse_prices, read_toml
+from tagger.promptcache import PREFIX_TABLE, WRITES_TABLE, CacheRule, parse_cache_rule
 from tagger.usage import Usage
+
+__all__ = [
+    "MAX_PRICE",
+    "MESSAGE_OVERHEAD_TOKENS",
+    "Price",
+    "PriceTable",
+    "bundled_cache_rule",
+    "count_text_tokens",
+    "parse_prices",
+]
 
 # Characters per token for English-like text; CJK characters count about one token each.
 CHARS_PER_TOKEN = 4.0
@@ -26,44 +34,8 @@ BATCH_DISCOUNT = 0.5  # OpenAI's Batch API price as a share of the live one
 _WIDE_CHARS = re.compile("[\u2e80-\U0010ffff]")
 
 
-# A price above this many dollars per million tokens is a typo (the dearest listed is $600).
-MAX_PRICE = 10_000.0
 # A dated snapshot of a priced family: "gpt-4o-mini-2024-07-18", "gpt-4-0613".
 _SNAPSHOT = re.compile(r"(?P<family>.+?)-(?:\d{4}-\d{2}-\d{2}|(?:0[1-9]|1[0-2])\d{2})")
-_PRICE = Field(default=None, ge=0, le=MAX_PRICE, allow_inf_nan=False)
-
-
-class Price(BaseModel):
-    """Dollars per million input, cached input and output tokens, and where they come from."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    input: float = Field(ge=0, le=MAX_PRICE, allow_inf_nan=False)
-    output: float = Field(ge=0, le=MAX_PRICE, allow_inf_nan=False)
-    cached_input: float | None = _PRICE  # None: no discount, priced as input
-    # Batch API prices; None: derived from the live ones (see PriceTable.batch_price).
-    batch_input: float | None = _PRICE
-    batch_cached_input: float | None = _PRICE
-    batch_output: float | None = _PRICE
-    # Flex processing: offered (then at Batch API rates, unless flex_* prices say otherwise).
-    flex: bool = False
-    flex_input: float | None = _PRICE
-    flex_cached_input: float | None = _PRICE
-    flex_output: float | None = _PRICE
-    as_of: str | None = Field(default=None, max_length=40)  # the day the price was read
-    source: str | None = Field(default=None, max_length=300)  # the page it was read on
-
-    @model_validator(mode="after")
-    def _cached_is_no_dearer(self) -> Price:
-        # A cache that bills more than the input it saves is a typo (a swapped column).
-        for cached, full in (
-            (self.cached_input, self.input),
-            (self.batch_cached_input, self.batch_input),
-            (self.flex_cached_input, self.flex_input),
-        ):
-            if cached is not None and full is not None and cached > full:
-                raise ValueError(f"cached input {cached:g} costs more than input {full:g}")
-        return self
 
 
 def count_text_tokens(text: str) -> int:
@@ -88,11 +60,15 @@ class PriceTable:
     """Per-model prices: the shipped list (tagger/data/prices.toml) plus the user's overrides."""
 
     def __init__(
-        self, overrides: Mapping[str, Price] | None = None, cache_rule: CacheRule | None = None
+        self,
+        overrides: Mapping[str, Price] | None = None,
+        cache_rule: CacheRule | None = None,
+        writes_rule: CacheRule | None = None,
     ) -> None:
         self._bundled = bundled_prices()
         self._prices = {**self._bundled, **(overrides or {})}
         self._cache_rule = cache_rule or bundled_cache_rule()
+        self._writes_rule = writes_rule or bundled_cache_rule(WRITES_TABLE)
 
     @classmethod
     def load(cls, path: Path | None) -> PriceTable:
@@ -103,15 +79,24 @@ class PriceTable:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{path}: cannot read price file ({exc.__class__.__name__})") from exc
+        where = str(path)
+        data = read_toml(text, where)
         return cls(
-            parse_prices(text, str(path)), parse_cache_rule(_toml(text, str(path)), str(path))
+            parse_prices(text, where),
+            parse_cache_rule(data, where, PREFIX_TABLE),
+            parse_cache_rule(data, where, WRITES_TABLE),
         )
 
     def cache_rule(self, model: str) -> CacheRule | None:
-        """The prompt-cache rule a model's requests are estimated with: None if its price has
-        no cached-input price (then nothing is billed as cached) or it is not priced at all."""
+        """The prompt-cache rule a model's requests are estimated with: the cache-write rule
+        where its row has a cache_write price (GPT-5.6 and later), the prefix rule where it has
+        a cached-input price, else None (nothing billed as cached), or not priced at all."""
         price = self.price(model)
-        return None if price is None or price.cached_input is None else self._cache_rule
+        if price is None:
+            return None
+        if price.cache_write is not None:
+            return self._writes_rule
+        return None if price.cached_input is None else self._cache_rule
 
     def entry(self, model: str) -> str | None:
         """The row a model is priced by: its own, or its family's for a dated snapshot."""
@@ -156,9 +141,11 @@ class PriceTable:
         # is unknown, so its models keep their live price unless the prices file says more.
         rate = BATCH_DISCOUNT if entry in self._bundled else 1.0
         cached = None if live.cached_input is None else live.cached_input * rate
+        write = None if live.cache_write is None else live.cache_write * rate
         return Price(
             input=live.input * rate if live.batch_input is None else live.batch_input,
             cached_input=cached if live.batch_cached_input is None else live.batch_cached_input,
+            cache_write=write if live.batch_cache_write is None else live.batch_cache_write,
             output=live.output * rate if live.batch_output is None else live.batch_output,
         )
 
@@ -168,7 +155,7 @@ class PriceTable:
         if entry is None:
             return None
         live = self._prices[entry]
-        given = (live.flex_input, live.flex_cached_input, live.flex_output)
+        given = (live.flex_input, live.flex_cached_input, live.flex_output, live.flex_cache_write)
         if not live.flex and all(p is None for p in given):
             return None  # not offered: the server refuses it, or it is priced unknown
         batch = self.batch_price(model)
@@ -176,6 +163,7 @@ class PriceTable:
         return Price(
             input=batch.input if live.flex_input is None else live.flex_input,
             cached_input=batch.cached_input if given[1] is None else given[1],
+            cache_write=batch.cache_write if given[3] is None else given[3],
             output=batch.output if live.flex_output is None else live.flex_output,
         )
 
@@ -187,7 +175,8 @@ class PriceTable:
     def cost(
         self, model: str, usage: Usage, *, batch: bool = False, flex: bool = False
     ) -> float | None:
-        """Dollars for the tokens (cached input is part of prompt tokens); None if unknown.
+        """Dollars for the tokens (cached and written input are part of prompt tokens); None if
+        unknown.
 
         Reasoning tokens are part of the completion tokens: billed as output.
         """
@@ -197,19 +186,26 @@ class PriceTable:
     def cost_parts(
         self, model: str, usage: Usage, *, batch: bool = False, flex: bool = False
     ) -> dict[str, float] | None:
-        """Dollars for input, cached input, output and reasoning (output's price); None if the
-        model is not priced. They add up to cost()."""
+        """Dollars for input, cached input, cache writes, output and reasoning (output's price);
+        None if the model is not priced. They add up to cost().
+
+        Each prompt token is billed once: cached, written to the cache, or plain input (OpenAI:
+        "cache-write pricing is not an additive fee"); counts beyond the prompt are cut to it.
+        """
         price = self._priced(model, batch=batch, flex=flex)
         if price is None:
             return None
         prompt = max(0, usage.prompt_tokens)
         cached = min(max(0, usage.cached_input_tokens), prompt)
+        written = min(max(0, usage.cache_write_tokens), prompt - cached)
         completion = max(0, usage.completion_tokens)
         reasoning = min(max(0, usage.reasoning_tokens), completion)
         cached_price = price.input if price.cached_input is None else price.cached_input
+        write_price = price.input if price.cache_write is None else price.cache_write
         return {
-            "input": (prompt - cached) * price.input / 1_000_000,
+            "input": (prompt - cached - written) * price.input / 1_000_000,
             "cached_input": cached * cached_price / 1_000_000,
+            "cache_write": written * write_price / 1_000_000,
             "output": (completion - reasoning) * price.output / 1_000_000,
             "reasoning": reasoning * price.output / 1_000_000,
         }
@@ -230,66 +226,9 @@ def bundled_prices() -> dict[str, Price]:
 
 
 @cache
-def bundled_cache_rule() -> CacheRule:
-    """The prompt-cache rule shipped with tagger (OpenAI's, dated and sourced)."""
-    rule = parse_cache_rule(_toml(_bundled_text(), _BUNDLED), _BUNDLED)
-    assert rule is not None, "tagger/data/prices.toml lost its [prompt_cache] table"
+def bundled_cache_rule(table: str = PREFIX_TABLE) -> CacheRule:
+    """A prompt-cache rule shipped with tagger (OpenAI's, dated and sourced): the prefix rule,
+    or WRITES_TABLE's (GPT-5.6 and later)."""
+    rule = parse_cache_rule(read_toml(_bundled_text(), _BUNDLED), _BUNDLED, table)
+    assert rule is not None, f"tagger/data/prices.toml lost its [{table}] table"
     return rule
-
-
-def _toml(text: str, where: str) -> dict[str, Any]:
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{where}: not valid TOML ({exc}): {_FORMAT}") from None
-
-
-def parse_prices(text: str, where: str) -> dict[str, Price]:
-    """Price rows from a prices file's text; ConfigError naming the file and line if one is bad."""
-    data = _toml(text, where)
-    models = data.get("models") if isinstance(data, dict) else None
-    if models is None and "prompt_cache" in data:
-        return {}  # a file that sets only the prompt-cache rule
-    if not isinstance(models, dict):
-        raise ConfigError(f'{where}: no [models."NAME"] tables: {_FORMAT}')
-    rows: dict[str, Price] = {}
-    for name, value in models.items():
-        try:
-            rows[name] = Price.model_validate(value)
-        except ValidationError as exc:
-            problem = exc.errors(include_url=False)[0]
-            field = str(problem["loc"][0]) if problem["loc"] else ""
-            line = _line_of(text, name, field)
-            place = f"{where}:{line}" if line else where
-            message = problem["msg"]
-            if problem["type"] == "extra_forbidden":
-                message = "not a price field (input, cached_input, output, batch_*, flex_*, ...)"
-            raise ConfigError(
-                f'{place}: model "{name}": {field or "row"}: {message}: {_FORMAT}'
-            ) from None
-    return rows
-
-
-_FORMAT = (
-    'expected [models."NAME"] tables with finite, non-negative input and output prices in '
-    f"dollars per million tokens (at most {MAX_PRICE:g})"
-)
-
-
-def _line_of(text: str, name: str, field: str) -> int | None:
-    """The line of `field` in the table of model `name` (else the table's header), 1-based."""
-    header = re.compile(
-        r"\[\s*models\s*\.\s*(?:\"" + re.escape(name) + r"\"|" + re.escape(name) + r")\s*\]"
-    )
-    key = re.compile(r"\s*" + re.escape(field) + r"\s*=") if field else None
-    start: int | None = None
-    for number, line in enumerate(text.splitlines(), 1):
-        if start is None:
-            if header.match(line.strip()):
-                start = number
-            continue
-        if line.lstrip().startswith("["):
-            break
-        if key is not None and key.match(line):
-            return number
-    return start

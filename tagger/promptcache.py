@@ -1,10 +1,15 @@
 """The provider's prompt cache: how many leading tokens of a request it bills as cached input.
 
-OpenAI caches every prompt of at least 1,024 tokens by exact prefix, in steps of 128 tokens
-(1024, 1152, 1280, ...), at no extra charge for writing; the structured-output schema is part
-of that prefix. The rule is data (the `[prompt_cache]` table of tagger/data/prices.toml, with
-its source and date); a model is estimated with it only where its price row has a
-cached-input price. A local server bills nothing, so nothing of this applies there.
+Two rules, both data in tagger/data/prices.toml with their source and date:
+- `[prompt_cache]`, OpenAI's models before GPT-5.6: every prompt of at least 1,024 tokens is
+  cached by exact prefix, in steps of 128 tokens (1024, 1152, 1280, ...), at no extra charge
+  for writing; the structured-output schema is part of that prefix.
+- `[prompt_cache_writes]` (`breakpoints = true`), GPT-5.6 and later: a prefix is cached at a
+  breakpoint, exactly, and writing it is billed (the row's cache_write price). Without an
+  explicit breakpoint the provider places one at the end of the newest message, which in a
+  request whose last message differs every time writes the whole prompt and is never read.
+A model's row picks its rule: a cache_write price, the second; a cached-input price, the
+first; neither, none. A local server bills nothing, so nothing of this applies there.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tagger.errors import ConfigError
 
-__all__ = ["CacheRule", "fixed_prefix", "parse_cache_rule"]
+__all__ = ["PREFIX_TABLE", "WRITES_TABLE", "CacheRule", "fixed_prefix", "parse_cache_rule"]
 
 
 class CacheRule(BaseModel):
@@ -26,6 +31,9 @@ class CacheRule(BaseModel):
 
     min_tokens: int = Field(ge=1, le=10_000_000)
     step_tokens: int = Field(ge=1, le=10_000_000)
+    # Cached at breakpoints (an explicit one where the request marks it, else the end of the
+    # newest message), writes billed: OpenAI's GPT-5.6 and later.
+    breakpoints: bool = False
     as_of: str | None = Field(default=None, max_length=40)
     source: str | None = Field(default=None, max_length=300)
 
@@ -39,15 +47,26 @@ class CacheRule(BaseModel):
     def describe(self) -> str:
         """One line for the dry run and the docs."""
         dated = f" (as of {self.as_of})" if self.as_of else ""
+        if self.breakpoints:
+            return (
+                f"prompt cache: a marked shared prefix of {self.min_tokens:,}+ tokens, written "
+                f"once at the cache-write price{dated}"
+            )
         return (
             f"prompt cache: shared prefixes of {self.min_tokens:,}+ tokens, in steps of "
             f"{self.step_tokens}{dated}"
         )
 
 
-def parse_cache_rule(data: Mapping[str, Any], where: str) -> CacheRule | None:
-    """The `[prompt_cache]` table of a prices file, or None if it has none."""
-    table = data.get("prompt_cache")
+PREFIX_TABLE = "prompt_cache"  # models before GPT-5.6
+WRITES_TABLE = "prompt_cache_writes"  # rows with a cache_write price: GPT-5.6 and later
+
+
+def parse_cache_rule(
+    data: Mapping[str, Any], where: str, table_name: str = PREFIX_TABLE
+) -> CacheRule | None:
+    """A `[prompt_cache]` (or `[prompt_cache_writes]`) table of a prices file, or None."""
+    table = data.get(table_name)
     if table is None:
         return None
     try:
@@ -56,7 +75,7 @@ def parse_cache_rule(data: Mapping[str, Any], where: str) -> CacheRule | None:
         problem = exc.errors(include_url=False)[0]
         field = ".".join(str(p) for p in problem["loc"]) or "table"
         raise ConfigError(
-            f"{where}: [prompt_cache] {field}: {problem['msg']} (expected min_tokens and "
+            f"{where}: [{table_name}] {field}: {problem['msg']} (expected min_tokens and "
             "step_tokens, whole numbers of tokens)"
         ) from None
 

@@ -29,10 +29,7 @@ def read_run(path: str | os.PathLike[str]) -> Run:
     manifest = _read_manifest(manifest_path(source))
     not_run = sum(1 for r in rows if not r.ok and (r.error or "").startswith("not run: "))
     ok = sum(r.ok for r in rows)
-    usage = sum(
-        (Usage(r.prompt_tokens, r.completion_tokens, r.cached_input_tokens) for r in rows),
-        Usage(),
-    )
+    usage = sum((Usage.from_fields(r.fields()) for r in rows), Usage())
     cost = _manifest_cost(manifest, manifest_path(source))
     stats = RunStats(
         items=len(rows),

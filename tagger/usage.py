@@ -9,16 +9,18 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Prompt, completion, cached-input and reasoning tokens.
+    """Prompt, completion, cached-input, reasoning and cache-write tokens.
 
-    Cached input is part of the prompt tokens, reasoning part of the completion tokens (billed
-    as output though the reply does not show it).
+    Cached input and cache writes are parts of the prompt tokens (each prompt token is billed
+    once: cached, written to the provider's cache, or plain input), reasoning part of the
+    completion tokens (billed as output though the reply does not show it).
     """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_input_tokens: int = 0
     reasoning_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         """The tokens of both."""
@@ -27,6 +29,7 @@ class Usage:
             self.completion_tokens + other.completion_tokens,
             self.cached_input_tokens + other.cached_input_tokens,
             self.reasoning_tokens + other.reasoning_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
     def __sub__(self, other: Usage) -> Usage:
@@ -36,6 +39,7 @@ class Usage:
             self.completion_tokens - other.completion_tokens,
             self.cached_input_tokens - other.cached_input_tokens,
             self.reasoning_tokens - other.reasoning_tokens,
+            self.cache_write_tokens - other.cache_write_tokens,
         )
 
     def as_fields(self) -> dict[str, int]:
@@ -45,6 +49,7 @@ class Usage:
             "completion_tokens": self.completion_tokens,
             "cached_input_tokens": self.cached_input_tokens,
             "reasoning_tokens": self.reasoning_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
         }
 
     @classmethod
@@ -55,6 +60,7 @@ class Usage:
             _count(fields.get("completion_tokens")),
             _count(fields.get("cached_input_tokens")),
             _count(fields.get("reasoning_tokens")),
+            _count(fields.get("cache_write_tokens")),
         )
 
 
@@ -77,7 +83,7 @@ class RequestEstimate:
     `completion_tokens` is the expected answer plus the expected reasoning; `completion_limit`
     the request's token limit (max_tokens or max_completion_tokens: the most a server bills as
     output, reasoning included); `cached_input_tokens` what the provider's prompt cache is
-    expected to serve (tagger.promptcache).
+    expected to serve, `cache_write_tokens` what it is expected to write (tagger.promptcache).
     """
 
     prompt_tokens: int
@@ -85,6 +91,7 @@ class RequestEstimate:
     reasoning_tokens: int = 0
     cached_input_tokens: int = 0
     completion_limit: int | None = None
+    cache_write_tokens: int = 0
 
     @property
     def tokens(self) -> int:
@@ -93,19 +100,23 @@ class RequestEstimate:
 
     def expected(self) -> Usage:
         """The usage the request is expected to have (the cost estimate's)."""
+        cached = min(self.cached_input_tokens, self.prompt_tokens)
         return Usage(
             self.prompt_tokens,
             self.completion_tokens,
-            min(self.cached_input_tokens, self.prompt_tokens),
+            cached,
             self.reasoning_tokens,
+            min(self.cache_write_tokens, self.prompt_tokens - cached),
         )
 
     def worst(self) -> Usage:
-        """The most it can be billed: nothing cached, every token the limit allows as output
-        (without a limit, UNLIMITED_WORST_TOKENS: a prompt without max_tokens is unbounded)."""
+        """The most it can be billed: nothing cached, every prompt token written to the cache
+        (the dearest of a prompt token's prices, where a row bills writes; else the input
+        price), every token the limit allows as output (without a limit,
+        UNLIMITED_WORST_TOKENS: a prompt without max_tokens is unbounded)."""
         limit = UNLIMITED_WORST_TOKENS if self.completion_limit is None else self.completion_limit
         output = max(self.completion_tokens, limit)
-        return Usage(self.prompt_tokens, output, 0, self.reasoning_tokens)
+        return Usage(self.prompt_tokens, output, 0, self.reasoning_tokens, self.prompt_tokens)
 
     def limited_by(self, limit: object) -> RequestEstimate:
         """The same estimate for a body whose token limit is `limit` (None: no limit sent)."""
@@ -118,6 +129,7 @@ class RequestEstimate:
             self.reasoning_tokens if bound is None else min(self.reasoning_tokens, bound),
             self.cached_input_tokens,
             bound,
+            self.cache_write_tokens,
         )
 
 
@@ -125,12 +137,16 @@ def at_least(reported: Usage, estimate: Usage) -> Usage:
     """Each count as reported, but no less than the estimate's (a reply whose usage is junk)."""
     prompt = max(reported.prompt_tokens, estimate.prompt_tokens)
     completion = max(reported.completion_tokens, estimate.completion_tokens)
+    # Fewer cached tokens is the dearer reading: never more than were reported. More written
+    # ones is (a write costs at least the input price), within what is not cached.
+    cached = min(reported.cached_input_tokens, prompt)
+    written = max(reported.cache_write_tokens, estimate.cache_write_tokens)
     return Usage(
         prompt,
         completion,
-        # Fewer cached tokens is the dearer reading: never more than were reported.
-        min(reported.cached_input_tokens, prompt),
+        cached,
         min(max(reported.reasoning_tokens, estimate.reasoning_tokens), completion),
+        min(written, prompt - cached),
     )
 
 

@@ -39,17 +39,19 @@ class ModelRules:
     default_effort: str | None = None
     flex: bool = False
     samples_without_reasoning: bool = False  # temperature/logprobs allowed at effort "none"
+    # GPT-5.6 and later: cached at breakpoints, writes billed and reported (tests/fakecache.py)
+    cache_writes: bool = False
 
 
 _GPT5 = ModelRules(True, ("minimal", "low", "medium", "high"), "medium", flex=True)
 _GPT51 = ModelRules(True, ("none", "low", "medium", "high"), "none", True, True)
 _GPT52 = ModelRules(True, ("none", "low", "medium", "high", "xhigh"), "none", True, True)
 _TO_MAX = ("none", "low", "medium", "high", "xhigh", "max")
-_GPT56 = ModelRules(True, _TO_MAX, "medium", samples_without_reasoning=True)
-_GPT6_LUNA = ModelRules(True, _TO_MAX, "medium", flex=True, samples_without_reasoning=True)
-_GPT61_SOL = ModelRules(True, _TO_MAX[1:], "medium", flex=True)
-_GPT62_SOL = ModelRules(True, _TO_MAX[1:], "medium")  # its page names no Flex tier
-_GPT6_ASTRA = ModelRules(True, _TO_MAX[1:], "medium")
+_GPT56 = ModelRules(True, _TO_MAX, "medium", samples_without_reasoning=True, cache_writes=True)
+_GPT6_LUNA = ModelRules(True, _TO_MAX, "medium", True, True, cache_writes=True)
+_GPT61_SOL = ModelRules(True, _TO_MAX[1:], "medium", flex=True, cache_writes=True)
+_GPT62_SOL = ModelRules(True, _TO_MAX[1:], "medium", cache_writes=True)  # no Flex tier named
+_GPT6_ASTRA = ModelRules(True, _TO_MAX[1:], "medium", cache_writes=True)
 _O = ModelRules(True, ("low", "medium", "high"), "medium", flex=True)
 _O_NO_FLEX = ModelRules(True, ("low", "medium", "high"), "medium")
 _CHAT = ModelRules(False)
@@ -167,7 +169,8 @@ REQUEST_PROPERTIES = frozenset({
     "model", "messages", "max_completion_tokens", "temperature", "top_p", "logprobs",
     "top_logprobs", "reasoning_effort", "response_format", "service_tier", "seed", "stop",
     "frequency_penalty", "presence_penalty", "logit_bias", "prompt_cache_key",
-    "prompt_cache_retention", "safety_identifier", "store", "metadata", "n", "verbosity",
+    "prompt_cache_retention", "prompt_cache_options", "safety_identifier", "store", "metadata",
+    "n", "verbosity",
 })  # fmt: skip
 DEPRECATED_PROPERTIES = frozenset({"max_tokens", "functions", "function_call", "user"})
 SERVICE_TIERS = ("auto", "default", "flex", "scale", "priority")
@@ -206,8 +209,52 @@ def conformance_problems(body: dict[str, Any]) -> list[str]:
     if not isinstance(messages, list) or not messages:
         problems.append("no messages")
     rules = rules_for(str(body.get("model", "")))
+    problems += _cache_problems(body, rules)
     if rules is None:
         problems.append(f"model {body.get('model')!r} has no documented rules here")
     elif (refused := refusal(body, rules)) is not None:
         problems.append(f"the model page refuses it: {refused[0]}")
+    return problems
+
+
+def _cache_problems(body: dict[str, Any], rules: ModelRules | None) -> list[str]:
+    """prompt_cache_options and prompt_cache_breakpoint as the API description has them
+    (openai-python 3.60.0): "Supported for gpt-5.6 and later models"; mode implicit or
+    explicit, ttl 30m; a breakpoint {"mode": "explicit"} on a text part."""
+    problems: list[str] = []
+    options = body.get("prompt_cache_options")
+    parts = [
+        part
+        for message in body.get("messages") or []
+        if isinstance(message, dict) and isinstance(message.get("content"), list)
+        for part in message["content"]
+    ]
+    marks = [p.get("prompt_cache_breakpoint") for p in parts if isinstance(p, dict)]
+    marks = [m for m in marks if m is not None]
+    if (options is not None or marks) and (rules is None or not rules.cache_writes):
+        problems.append("prompt cache options or breakpoints for a model before GPT-5.6")
+    if options is not None and (
+        not isinstance(options, dict)
+        or set(options) - {"mode", "ttl"}
+        or options.get("mode", "implicit") not in ("implicit", "explicit")
+        or options.get("ttl", "30m") != "30m"
+    ):
+        problems.append(f"prompt_cache_options {options!r}")
+    for part in parts:
+        if (
+            not isinstance(part, dict)
+            or part.get("type") != "text"
+            or not isinstance(part.get("text"), str)
+        ):
+            problems.append("a content part that is not a text part")
+    for mark in marks:
+        if mark != {"mode": "explicit"} and not (
+            isinstance(mark, dict)
+            and mark.get("mode") == "explicit"
+            and mark.get("ttl", "30m") in ("30m", "12h")
+            and set(mark) <= {"mode", "ttl"}
+        ):
+            problems.append(f"prompt_cache_breakpoint {mark!r}")
+    if len(marks) > 4:
+        problems.append("more than four breakpoints")
     return problems

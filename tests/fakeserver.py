@@ -29,6 +29,7 @@ except ModuleNotFoundError:  # run as a script (FakeLLM.spawn): make `tests` imp
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from tests.fakebatch import FakeBatches
 from tests.fakebatch_objects import RawJSON
+from tests.fakecache import CHARS_PER_TOKEN, BreakpointCache, PromptCache, prompt_text
 from tests.fakelogprobs import AreaOdds, default_odds, token_logprobs
 from tests.fakemodels import CHEAP, STRONG, Skill, skilled_answer
 from tests.fakepack import pack_content, pack_items
@@ -109,41 +110,6 @@ def count_prompt_tokens(body: dict[str, Any]) -> int:
     """The prompt tokens the fake reports for a chat body (about 4 characters per token)."""
     messages = body.get("messages") or []
     return sum(len(_text(m.get("content"))) for m in messages if isinstance(m, dict)) // 4 + 1
-
-
-# OpenAI's prompt caching guide (developers.openai.com/api/docs/guides/prompt-caching, read
-# 2026-12-01): prompts of 1,024 tokens or more are cached by exact prefix; hits come in steps
-# of 128 tokens (1024, 1152, 1280, ...); a structured-output schema is part of that prefix
-# (it "serves as a prefix to the system message"). Writing to the cache costs nothing extra.
-CACHE_MIN_TOKENS = 1024
-CACHE_STEP_TOKENS = 128
-CHARS_PER_TOKEN = 4  # the fake's tokenizer: token i is characters 4i..4i+3 of the prompt text
-
-
-def prompt_text(body: dict[str, Any]) -> str:
-    """What a caching fake tokenizes: the response_format (schema) first, then the messages."""
-    rf = body.get("response_format")
-    schema = json.dumps(rf) if isinstance(rf, dict) and rf.get("type") != "text" else ""
-    messages = body.get("messages") or []
-    return schema + "".join(_text(m.get("content")) for m in messages if isinstance(m, dict))
-
-
-class PromptCache:
-    """OpenAI-style prefix caching, deterministic: a prefix once processed is cached."""
-
-    def __init__(self) -> None:
-        self._seen: set[bytes] = set()
-        self.lock = threading.Lock()
-
-    def cached_tokens(self, text: str) -> int:
-        """The tokens of `text` a hit covers (0 below the minimum), then remember its prefixes."""
-        boundaries = range(CACHE_MIN_TOKENS, len(text) // CHARS_PER_TOKEN + 1, CACHE_STEP_TOKENS)
-        keys = [hashlib.sha256(text[: k * CHARS_PER_TOKEN].encode()).digest() for k in boundaries]
-        with self.lock:
-            hits = (k for k, key in zip(boundaries, keys, strict=True) if key in self._seen)
-            hit = max(hits, default=0)
-            self._seen.update(keys)
-        return hit
 
 
 def fake_answer(text: str, areas: Sequence[str]) -> dict[str, Any]:
@@ -263,9 +229,12 @@ class FakeLLM:
         self.trickle_interval = 0.2  # "trickle": seconds between the bytes of the answer body
         self.keep_bodies = True  # False: record requests without their JSON bodies
         self.cached_prefix_tokens = 0  # reported as usage.prompt_tokens_details.cached_tokens
-        # Bill as OpenAI does: the schema counts as prompt, prefixes are cached (PromptCache).
-        # On by default with openai_rules; cached_prefix_tokens > 0 overrides the cache.
+        # Bill as OpenAI does (tests/fakecache.py): the schema counts as prompt; prefixes are
+        # cached (PromptCache), or, for GPT-5.6 and later, written and read at breakpoints
+        # (BreakpointCache, reporting cache_write_tokens). On by default with openai_rules;
+        # cached_prefix_tokens > 0 overrides both.
         self.prompt_cache: PromptCache | None = PromptCache() if openai_rules else None
+        self.breakpoint_cache: BreakpointCache | None = BreakpointCache() if openai_rules else None
         # Asked for logprobs: "ok" answers with tokens (tests/fakelogprobs.py), "ignore" sends
         # none (logprobs: null), "reject_400" refuses the request like a server without them.
         self.logprobs_support = "ok"
@@ -679,7 +648,7 @@ class FakeLLM:
         """A chat body's live reply (fault None: draw the next), without limits or waits."""
         model, user = str(body.get("model", "fake-model")), first_user_message(body)
         fault = self._next_fault(user) if fault is None else fault
-        prompt_tokens, cached_tokens = self.billed_prompt(body)
+        prompt_tokens, cached_tokens, written_tokens = self.billed_prompt(body)
         rl_headers: dict[str, str] = {}
         if fault.isdigit():
             status, payload, _ = _error(int(fault), model=model)
@@ -778,7 +747,8 @@ class FakeLLM:
                                                     spelled)}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens,
-                      "prompt_tokens_details": {"cached_tokens": cached_tokens},
+                      "prompt_tokens_details": self._prompt_details(body, cached_tokens,
+                                                                    written_tokens),
                       "completion_tokens_details": {"reasoning_tokens": reasoning}},
         }  # fmt: skip
         if self.reply_hook is not None:
@@ -805,13 +775,30 @@ class FakeLLM:
         odds = next((o for match, o in self.area_odds.items() if match in user), None)
         return odds or default_odds(user, area, list(enum) if enum else self.areas)
 
-    def billed_prompt(self, body: dict[str, Any]) -> tuple[int, int]:
-        """Prompt tokens and the cached ones among them, for a body about to be answered."""
+    def billed_prompt(self, body: dict[str, Any]) -> tuple[int, int, int]:
+        """Prompt tokens, and the cached and the written ones among them, for a body about to
+        be answered."""
         if self.cached_prefix_tokens > 0 or self.prompt_cache is None:
             prompt = count_prompt_tokens(body)
-            return prompt, min(prompt, self.cached_prefix_tokens)
+            return prompt, min(prompt, self.cached_prefix_tokens), 0
         text = prompt_text(body)
-        return len(text) // CHARS_PER_TOKEN + 1, self.prompt_cache.cached_tokens(text)
+        prompt = len(text) // CHARS_PER_TOKEN + 1
+        if self._writes_cache(body) and self.breakpoint_cache is not None:
+            cached, written = self.breakpoint_cache.bill(body)
+            return prompt, cached, written
+        return prompt, self.prompt_cache.cached_tokens(text), 0
+
+    def _writes_cache(self, body: dict[str, Any]) -> bool:
+        """A model that caches at breakpoints and bills writes (GPT-5.6 and later)."""
+        model = str(body.get("model", ""))
+        rules = self.model_rules.get(model) or (rules_for(model) if self.openai_rules else None)
+        return rules is not None and rules.cache_writes
+
+    def _prompt_details(self, body: dict[str, Any], cached: int, written: int) -> dict[str, int]:
+        """usage.prompt_tokens_details: cache writes reported by the models that bill them."""
+        if self._writes_cache(body):
+            return {"cached_tokens": cached, "cache_write_tokens": written}
+        return {"cached_tokens": cached}
 
     def _logprobs(
         self,

@@ -182,7 +182,7 @@ def round_rules(state: JobState, plan: RunPlan) -> RequestRules:
     """The parameters a round's lines are sent with (its canary's too): the model family's,
     and what this job's earlier rounds and canaries were refused for."""
     client, params = plan.config.client, plan.prompt.params
-    return request_rules(client, params, state.adaptations, cache_key=plan.prompt_cache_key)
+    return request_rules(client, params, state.adaptations, plan=plan)
 
 
 def canary_lines(

@@ -103,10 +103,9 @@ class Collector:
         if not isinstance(status, int):
             return False
         client, params = self.plan.config.client, self.plan.prompt.params
-        key = self.plan.prompt_cache_key
-        rules = request_rules(client, params, self.state.adaptations, cache_key=key)
+        rules = request_rules(client, params, self.state.adaptations, plan=self.plan)
         # The line was built before some of what the job knows now: either set of names.
-        before = request_rules(client, params, cache_key=key).body_params(params)
+        before = request_rules(client, params, plan=self.plan).body_params(params)
         sent = {"model", "messages", "response_format", *before, *rules.body_params(params)}
         message = _error_of(body, self.policy.secret)[0] or ""
         refusal = refusal_of(status, body, message, sent)

@@ -100,9 +100,7 @@ async def write_rows(
     gate = SendGate(
         config.client.rpm, config.client.tpm, config.concurrency, _guard(job, plan, prices)
     )
-    rules = request_rules(
-        config.client, plan.prompt.params, job.adaptations, cache_key=plan.prompt_cache_key
-    )
+    rules = request_rules(config.client, plan.prompt.params, job.adaptations, plan=plan)
     client = LLMClient(config.client, gate, rules, model_checked=True)  # by the batch job
     tagger = BatchLeftovers(
         ItemTagger.for_plan(plan, client, ModeProbe(Mode(job.mode))),

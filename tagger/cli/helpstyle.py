@@ -28,7 +28,7 @@ EXAMPLES: dict[str, str] = {
     "tags": "tagger tags tagged.jsonl --suggest",
     "sample": "tagger sample tagged.jsonl -n 30 --uncertain -o sample.xlsx",
     "models": "tagger models --json",
-    "prices": "tagger prices gpt-5.4-nano",
+    "prices": "tagger prices gpt-6-luna",
     "merge": "tagger merge tagged.jsonl.parts -o tagged.jsonl",
     "where": "tagger where --json",
     "cache": "tagger cache stats",

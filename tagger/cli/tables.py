@@ -86,6 +86,8 @@ def print_dry_run(console: Console, report: DryRunReport) -> None:
     tokens = f"{report.usage.prompt_tokens} in"
     if report.usage.cached_input_tokens:
         tokens += f" ({report.usage.cached_input_tokens} cached)"
+    if report.usage.cache_write_tokens:
+        tokens += f" ({report.usage.cache_write_tokens} written to the cache)"
     tokens += f" / {report.usage.completion_tokens} out"
     if report.usage.reasoning_tokens:
         tokens += f" (of which {report.usage.reasoning_tokens} reasoning)"

@@ -53,6 +53,9 @@ class Row(BaseModel):
     completion_tokens: int = 0
     cached_input_tokens: int = 0
     reasoning_tokens: int = 0  # part of completion_tokens: thought, not shown, billed as output
+    # Part of prompt_tokens: written to the provider's prompt cache (billed at its cache-write
+    # price: GPT-5.6 and later), reported by the provider, shared out within a pack.
+    cache_write_tokens: int = 0
     batch_id: str | None = None  # the Batch API batch that answered it; None for a live answer
     served_model: str | None = None  # the model the server says answered (its reply's `model`)
     # A cascade run's (tagger run --cascade; None otherwise): why this row's model answered it

@@ -5,6 +5,15 @@ prompt is counted as the provider bills it (the structured-output schema first, 
 messages), the part that is byte-identical for every abstract is found by rendering two
 different abstracts, and the provider's prompt cache (tagger.promptcache) decides how much of
 it is billed at the cached price once the first request has been answered.
+
+Three ways a provider bills it (the model's price row picks the rule):
+- a prefix rule (OpenAI before GPT-5.6): the first request pays its prompt in full, the later
+  ones read the shared part, floored to the rule's steps; writing costs nothing extra;
+- the cache-write rule with the shared part marked (GPT-5.6 and later, tagger.sending.
+  breakpoints): the first request writes the shared part at the cache-write price, the later
+  ones read it whole;
+- the cache-write rule without a mark (the server refused it, or the family is not known to
+  take it): the provider writes every request's whole prompt at its end and reads nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tagger.config import Mode
-from tagger.pipeline.request import render_messages
+from tagger.pipeline.request import PROBES, render_messages
 from tagger.pricing import MESSAGE_OVERHEAD_TOKENS, count_text_tokens
 from tagger.promptcache import CacheRule, fixed_prefix
 from tagger.prompting.formats import response_format
@@ -29,8 +38,6 @@ __all__ = ["EXPECTED_ANSWER_TOKENS", "RequestEstimator", "RunEstimate", "shared_
 # A 20-30-word summary, an area id and two to four tags as JSON: the seed abstracts' answers
 # average 58 tokens against the project's fake; 60 leaves room for longer real summaries.
 EXPECTED_ANSWER_TOKENS = 60
-# Two abstracts that share nothing: what their prompts share is the run's fixed part.
-_PROBES = (("\x00", None), ("\x01", "\x02"))
 
 
 def shared_tokens(prompt: Prompt, taxonomy: Taxonomy, schema: dict[str, Any], mode: Mode) -> int:
@@ -43,7 +50,7 @@ def shared_tokens(prompt: Prompt, taxonomy: Taxonomy, schema: dict[str, Any], mo
         + "".join(
             m["content"] for m in render_messages(prompt, taxonomy, schema, text, title, mode)
         )
-        for text, title in _PROBES
+        for text, title in PROBES
     ]
     return count_text_tokens(fixed_prefix(*texts))
 
@@ -76,9 +83,17 @@ class RequestEstimator:
             self._fixed[mode] = shared_tokens(plan.prompt, plan.taxonomy, plan.schema, mode)
         return self._fixed[mode]
 
+    @property
+    def writes_whole_prompts(self) -> bool:
+        """The provider writes every request's whole prompt and reads nothing back: it bills
+        cache writes, and the shared part is not marked (tagger.sending.breakpoints)."""
+        return self.cache is not None and self.cache.breakpoints and not self.rules.breakpoints
+
     def cached_tokens(self, mode: Mode) -> int:
         """What a cache hit covers in each request after the first (0: nothing is cached)."""
-        return 0 if self.cache is None else self.cache.cached(self.fixed_tokens(mode))
+        if self.cache is None or self.writes_whole_prompts:
+            return 0
+        return self.cache.cached(self.fixed_tokens(mode))
 
     def estimate(
         self,
@@ -86,25 +101,37 @@ class RequestEstimator:
         params: Mapping[str, Any],
         mode: Mode,
         answers: int = 1,
+        *,
+        first: bool = False,
     ) -> RequestEstimate:
-        """One request's expected tokens, its cached share, and its token limit; `answers`:
-        the abstracts it asks about (a pack's answers, and their reasoning, each count)."""
+        """One request's expected tokens, its cached and written shares, and its token limit;
+        `answers`: the abstracts it asks about (a pack's answers, and their reasoning, each
+        count); `first`: the run's first request, which finds nothing in the cache."""
         prompt = count_text_tokens(self.schema_text(mode)) + sum(
             count_text_tokens(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in messages
         )
         reasoning = self.rules.expected_reasoning_tokens * answers
         sent = self.rules.body_params(params)
         limit = sent.get("max_completion_tokens", sent.get("max_tokens"))
+        shared = min(self.cached_tokens(mode), prompt)
+        cached, written = (0 if first else shared), 0
+        if self.cache is not None and self.cache.breakpoints:
+            if self.writes_whole_prompts:
+                written = prompt if prompt >= self.cache.min_tokens else 0
+            elif first:
+                written = shared  # the marked shared part, written once
         return RequestEstimate(
             prompt_tokens=prompt,
             completion_tokens=EXPECTED_ANSWER_TOKENS * answers + reasoning,
             reasoning_tokens=reasoning,
-            cached_input_tokens=min(self.cached_tokens(mode), prompt),
+            cached_input_tokens=cached,
+            cache_write_tokens=written,
         ).limited_by(limit)
 
 
 class RunEstimate:
-    """The expected usage of a run's requests, added up: the first pays its prompt in full."""
+    """The expected usage of a run's requests, added up (the first estimated as the first:
+    RequestEstimator.estimate(first=True))."""
 
     def __init__(self) -> None:
         self.usage = Usage()
@@ -116,7 +143,7 @@ class RunEstimate:
         expected = estimate.expected()
         if self.requests == 0:  # nothing is in the cache before the first answer
             expected = Usage(expected.prompt_tokens, expected.completion_tokens, 0,
-                             expected.reasoning_tokens)  # fmt: skip
+                             expected.reasoning_tokens, expected.cache_write_tokens)  # fmt: skip
         self.usage += expected
         self.floor += Usage(own_tokens, expected.completion_tokens - expected.reasoning_tokens)
         self.requests += 1

@@ -56,7 +56,7 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
     per_request = per_request_for(config, plan.prompt, prices)
     cache = AnswerCache.open_existing(config.cache_dir) if config.use_cache else None
     mode = config.mode or ModeProbe(None).mode
-    rules = request_rules(config.client, plan.prompt.params, cache_key=plan.prompt_cache_key)
+    rules = request_rules(config.client, plan.prompt.params, plan=plan)
     model = config.client.model
     estimator = RequestEstimator(plan, rules, prices.cache_rule(model))
     total = RunEstimate()
@@ -75,13 +75,18 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
             first = first or messages
             params = pack_params(plan.prompt.params, len(items))
             own = sum(count_text_tokens(t) + count_text_tokens(title or "") for t, title in items)
-            total.add(estimator.estimate(messages, params, mode, answers=len(items)), own)
+            first_request = total.requests == 0
+            estimate = estimator.estimate(
+                messages, params, mode, answers=len(items), first=first_request
+            )
+            total.add(estimate, own)
     finally:
         if cache is not None:
             cache.close()
     tier = config.client.service_tier or "default"
     flex = tier == "flex"
     usage = total.usage
+    # Nothing read from the cache, nothing written to it: every prompt token at the input price.
     uncached = Usage(usage.prompt_tokens, usage.completion_tokens, 0, usage.reasoning_tokens)
     return DryRunReport(
         items=scan.count,
@@ -150,11 +155,23 @@ def _cache_note(
         if prices.price(config.client.model) is None:
             return f"{fixed:,} tokens are the same in every request; the model is not priced"
         return f"no cached-input price for this model: all {fixed:,} fixed tokens at input price"
+    if estimator.writes_whole_prompts:
+        return (
+            f"{fixed:,} tokens are the same in every request, not marked for the provider's "
+            "cache (the model is not known to take a prompt-cache breakpoint): every prompt is "
+            "written at the cache-write price and none is read"
+        )
     hit = estimator.cached_tokens(mode)
     if hit == 0:
         return (
             f"{fixed:,} tokens are the same in every request, under the "
             f"{estimator.cache.min_tokens:,} the provider caches: none cached"
+        )
+    if estimator.cache.breakpoints:
+        return (
+            f"{fixed:,} tokens are the same in every request, marked for the provider's cache: "
+            "written once by the first request at the cache-write price, read by the later "
+            "ones as cached (the provider does not promise hits)"
         )
     return (
         f"{fixed:,} tokens are the same in every request; {hit:,} of them billed as cached "

@@ -118,7 +118,7 @@ async def tag_into(
     client = LLMClient(
         config.client,
         gate,
-        request_rules(config.client, plan.prompt.params, cache_key=plan.prompt_cache_key),
+        request_rules(config.client, plan.prompt.params, plan=plan),
     )
     watch_for_slow_answers(client, config, scan.unique)
     per_request = per_request_for(config, plan.prompt, prices)

@@ -47,6 +47,8 @@ def share_usage(total: Usage, own_prompt: Sequence[int], own_answer: Sequence[in
     own_answer: each abstract's own answer tokens, estimated. Where the estimates exceed what
     the reply counted, the count is split in proportion to them. Cached tokens are the shared
     prefix first; beyond it (a prompt repeated whole), each abstract's own, in proportion.
+    Tokens written to the prompt cache come after the cached ones: within the shared prefix,
+    evenly; beyond it (a whole prompt written), in proportion to what each has not cached.
     """
     count = len(own_prompt)
     prompt = max(0, total.prompt_tokens)
@@ -61,6 +63,7 @@ def share_usage(total: Usage, own_prompt: Sequence[int], own_answer: Sequence[in
     else:
         beyond = apportion(cached_total - shared_total, own_p)
         cached = [shared + extra for shared, extra in zip(shared_p, beyond, strict=True)]
+    written = _written(total, prompt, cached_total, shared_total, prompts, cached)
     completion = max(0, total.completion_tokens)
     reasoning_total = min(max(0, total.reasoning_tokens), completion)
     visible = completion - reasoning_total
@@ -71,9 +74,32 @@ def share_usage(total: Usage, own_prompt: Sequence[int], own_answer: Sequence[in
     ]
     reasoning = apportion(reasoning_total, [1] * count)
     return [
-        Usage(prompts[i], visible_shares[i] + reasoning[i], cached[i], reasoning[i])
+        Usage(prompts[i], visible_shares[i] + reasoning[i], cached[i], reasoning[i], written[i])
         for i in range(count)
     ]
+
+
+def _written(
+    total: Usage,
+    prompt: int,
+    cached_total: int,
+    shared_total: int,
+    prompts: Sequence[int],
+    cached: Sequence[int],
+) -> list[int]:
+    """Each abstract's share of the tokens written to the cache (see share_usage)."""
+    count = len(prompts)
+    written_total = min(max(0, total.cache_write_tokens), prompt - cached_total)
+    if written_total == 0:
+        return [0] * count
+    if cached_total + written_total <= shared_total:
+        # Even shares grow one token at a time from the first: the difference is never negative,
+        # and the two add up within each abstract's even share of the shared prefix.
+        upto = apportion(cached_total + written_total, [1] * count)
+        before = apportion(cached_total, [1] * count)
+        return [after - first for after, first in zip(upto, before, strict=True)]
+    room = [p - c for p, c in zip(prompts, cached, strict=True)]
+    return apportion(written_total, room)  # never above its room: the total is within theirs
 
 
 def _own(total: int, estimates: Sequence[int]) -> list[int]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from tagger.config import ClientConfig, Mode
@@ -11,9 +11,22 @@ from tagger.defaults import BASE_URL
 from tagger.prompting.formats import instructions_for, response_format
 from tagger.prompting.prompts import Prompt
 from tagger.prompting.taxonomy import Taxonomy
+from tagger.sending.breakpoints import SharedPart, mark, shared_part
 from tagger.sending.params import LOGPROBS_PARAMS, RequestRules
 
-__all__ = ["LOGPROBS_PARAMS", "build_request", "render_messages", "render_pack", "request_rules"]
+if TYPE_CHECKING:
+    from tagger.prompting.plan import RunPlan
+
+__all__ = [
+    "LOGPROBS_PARAMS",
+    "build_request",
+    "render_messages",
+    "render_pack",
+    "request_rules",
+    "shared_parts",
+]
+# Two abstracts that share nothing: what their requests share is the run's fixed part.
+PROBES = (("\x00", None), ("\x01", "\x02"))
 
 
 def request_rules(
@@ -22,11 +35,16 @@ def request_rules(
     learned: Sequence[str] = (),
     *,
     cache_key: str | None = None,
+    plan: RunPlan | None = None,
 ) -> RequestRules:
     """The parameters a run sends: the model family's, the options', what a job learned.
 
-    `cache_key` (RunPlan.prompt_cache_key) goes as `prompt_cache_key` to OpenAI's API only.
+    `cache_key` (RunPlan.prompt_cache_key; the plan's, given the plan) goes as
+    `prompt_cache_key` to OpenAI's API only. Given the plan, a family that takes prompt-cache
+    breakpoints (GPT-5.6 and later) gets the end of the shared part marked as its only one.
     """
+    if plan is not None and cache_key is None:
+        cache_key = plan.prompt_cache_key
     rules = RequestRules.for_model(
         client.model,
         logprobs=client.logprobs,
@@ -38,7 +56,25 @@ def request_rules(
     )
     if takes_cache_key(client.effective_base_url):
         rules.cache_key = cache_key
+    if plan is not None and rules.family is not None and rules.family.cache_breakpoints:
+        rules.cache_parts = shared_parts(plan.prompt, plan.taxonomy, plan.schema)
     return rules
+
+
+def shared_parts(
+    prompt: Prompt, taxonomy: Taxonomy, schema: dict[str, Any]
+) -> dict[str, SharedPart]:
+    """Where the part every request shares ends, per structured-output mode: two requests
+    about abstracts that share nothing, compared (tagger.sending.breakpoints)."""
+    parts: dict[str, SharedPart] = {}
+    for mode in Mode:
+        first, second = (
+            render_messages(prompt, taxonomy, schema, text, title, mode) for text, title in PROBES
+        )
+        part = shared_part(first, second)
+        if part is not None:
+            parts[mode.value] = part
+    return parts
 
 
 def takes_cache_key(base_url: str) -> bool:
@@ -95,7 +131,11 @@ def build_request(
         sent = rules.body_params(params)
     else:
         sent = {**(LOGPROBS_PARAMS if logprobs else {}), **params}
-    body: dict[str, Any] = {"model": model, "messages": messages, **sent}
+    if rules is not None and rules.breakpoints and rules.cache_parts is not None:
+        marked = mark(messages, rules.cache_parts.get(mode.value))
+        body: dict[str, Any] = {"model": model, "messages": marked, **sent}
+    else:
+        body = {"model": model, "messages": messages, **sent}
     fmt = response_format(mode, schema)
     if fmt is not None:
         body["response_format"] = fmt

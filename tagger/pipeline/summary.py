@@ -68,10 +68,12 @@ def bill_to_floor(stats: RunStats) -> float | None:
 
 
 def describe_parts(parts: dict[str, float]) -> str:
-    """'input $0.0021 · cached $0.0017 · output $0.0040 · reasoning $0'."""
-    names = {"input": "input", "cached_input": "cached", "output": "output"}
-    text = " · ".join(f"{label} ${parts[key]:.4f}" for key, label in names.items())
-    return text + (f" · reasoning ${parts['reasoning']:.4f}" if parts.get("reasoning") else "")
+    """'input $0.0021 · cached $0.0017 · cache writes $0.0001 · output $0.0040 · reasoning $0'
+    (cache writes and reasoning only where there are any)."""
+    names = {"input": "input", "cached_input": "cached", "cache_write": "cache writes",
+             "output": "output", "reasoning": "reasoning"}  # fmt: skip
+    shown = [key for key in names if key in ("input", "cached_input", "output") or parts.get(key)]
+    return " · ".join(f"{names[key]} ${parts.get(key, 0.0):.4f}" for key in shown)
 
 
 def describe_floor(stats: RunStats) -> str:
@@ -89,9 +91,13 @@ def _requests(stats: RunStats) -> str:
 
 
 def describe_tokens(usage: Usage) -> str:
-    """'N in (C cached) / M out (of which R reasoning)'."""
+    """'N in (C cached) / M out (of which R reasoning)'; 'N in (C cached, W written to the
+    cache) / ...' where the provider reported cache writes."""
+    written = (
+        f", {usage.cache_write_tokens} written to the cache" if usage.cache_write_tokens else ""
+    )
     text = (
-        f"{usage.prompt_tokens} in ({usage.cached_input_tokens} cached) / "
+        f"{usage.prompt_tokens} in ({usage.cached_input_tokens} cached{written}) / "
         f"{usage.completion_tokens} out"
     )
     if usage.reasoning_tokens:

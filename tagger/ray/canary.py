@@ -75,7 +75,7 @@ async def _canary(
     plan: RunPlan, scan: InputScan, done: frozenset[str], prices: PriceTable
 ) -> RayCanary:
     config = plan.config
-    rules = stage_rules(config.client, plan.prompt.params, ())
+    rules = stage_rules(config.client, plan.prompt.params, (), plan)
     model = config.client.model
     flex = config.client.service_tier == "flex"
     guard = SpendGuard(

@@ -240,6 +240,7 @@ def _count(stats: MergeStats, row: Row, by_model: dict[tuple[str, bool], Usage])
         completion_tokens=max(0, row.completion_tokens),
         cached_input_tokens=max(0, row.cached_input_tokens),
         reasoning_tokens=max(0, row.reasoning_tokens),
+        cache_write_tokens=max(0, row.cache_write_tokens),
     )
     stats.usage += used
     if row.ok and not row.cached and used.prompt_tokens > 0:  # paid for by this row

@@ -242,7 +242,10 @@ def _part_row(line: bytes) -> PartRow | None:
     except ValidationError:
         return None
     counts = (row.prompt_tokens, row.completion_tokens, row.cached_input_tokens)
-    if row.index < -1 or max(*counts, row.reasoning_tokens) > MAX_ROW_TOKENS:
+    if (
+        row.index < -1
+        or max(*counts, row.reasoning_tokens, row.cache_write_tokens) > MAX_ROW_TOKENS
+    ):
         return None  # no row tagger wrote: a planted count would make the cost anything
     shares = (row.task_area_confidence, row.task_area_runner_up_confidence)
     if any(share is not None and not 0 <= share <= 1 for share in shares):

@@ -32,7 +32,7 @@ _FLOAT_FIELDS = frozenset(
 _INT_FIELDS = frozenset(
     (
         "index", "line", "year", "prompt_tokens", "completion_tokens", "cached_input_tokens",
-        "reasoning_tokens",
+        "reasoning_tokens", "cache_write_tokens",
     )
 )  # fmt: skip
 

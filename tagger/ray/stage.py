@@ -99,10 +99,11 @@ class StageSettings:
 
 
 def stage_rules(
-    client: ClientConfig, params: Mapping[str, Any], learned: Sequence[str]
+    client: ClientConfig, params: Mapping[str, Any], learned: Sequence[str], plan: RunPlan
 ) -> RequestRules:
-    """What the stage sends: the family's params, what the canary taught (its bodies too)."""
-    return request_rules(client, params, learned)
+    """What the stage sends: the family's params, what the canary taught (its bodies too),
+    the prompt cache's breakpoint where the family takes one (the plan's shared part)."""
+    return request_rules(client, params, learned, plan=plan)
 
 
 class RecordTagger:
@@ -123,7 +124,7 @@ class RecordTagger:
             client_config = client_config.model_copy(update={"base_url": base_url})
         self.plan = plan
         self.gate = ClusterGate(link, config.concurrency)
-        rules = stage_rules(client_config, plan.prompt.params, learned)
+        rules = stage_rules(client_config, plan.prompt.params, learned, plan)
         self.client = LLMClient(client_config, self.gate, rules)
         self._canary_rows = canary_rows
         # Packs (tagger.pipeline.packing) of the records this actor has waiting, as locally.

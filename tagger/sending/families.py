@@ -37,6 +37,8 @@ class Family:
     flex: bool | None = False  # offered at service_tier=flex; None: not known
     # gpt-5.1 and later take temperature and logprobs when reasoning_effort is "none".
     samples_without_reasoning: bool = False
+    # Takes prompt_cache_options and prompt_cache_breakpoint (GPT-5.6 and later).
+    cache_breakpoints: bool = False
     source: str = ""
     as_of: str = ""
     known: bool = True  # False: a name the table lacks, on OpenAI's API (today's rules)
@@ -97,6 +99,7 @@ def parse_families(data: dict[str, Any]) -> tuple[tuple[_Row, ...], Family]:
             efforts=tuple(sorted(efforts, key=EFFORTS.index)),
             flex=raw.get("flex"),
             samples_without_reasoning=bool(raw.get("samples_at_none", False)),
+            cache_breakpoints=raw.get("cache_breakpoints") is True,
             source=str(raw.get("source", "")),
             as_of=str(raw.get("as_of", "")),
         )

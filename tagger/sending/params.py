@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tagger.errors import UsageError
+from tagger.sending.breakpoints import CACHE_OPTIONS, OPTIONS_PARAM, SharedPart
 from tagger.sending.families import EFFORTS, Family, families, family_of, unknown_openai_family
 
 __all__ = [
@@ -89,6 +90,8 @@ def refusal_of(status: int, body: object, message: str, sent: Iterable[str]) -> 
     refusing = code in _REFUSAL_CODES or any(word in lowered for word in _REFUSAL_WORDS)
     if not refusing:
         return None
+    if "prompt_cache_breakpoint" in f"{param} {message}" and OPTIONS_PARAM in names:
+        return Refusal(OPTIONS_PARAM, code, message)  # the breakpoint goes with the options
     if isinstance(param, str) and param:
         name = "reasoning_effort" if param.endswith("effort") else param.split(".")[0]
         if name in names:
@@ -115,6 +118,9 @@ class RequestRules:
     # prompt_cache_key: the same for every request whose prefix is the same (OpenAI routes by
     # it and the prefix); None: not sent (tagger.pipeline.request decides where it goes).
     cache_key: str | None = None
+    # Where the part every request shares ends, per structured-output mode: marked as the
+    # prompt cache's breakpoint for a family that bills cache writes (sending.breakpoints).
+    cache_parts: dict[str, SharedPart] | None = None
     learned: list[str] = field(default_factory=list)  # one line per adaptation (manifest)
     # The prompt's [params] names besides the token limit: a server may refuse those too.
     prompt_params: frozenset[str] = frozenset()
@@ -185,6 +191,17 @@ class RequestRules:
         return True
 
     @property
+    def breakpoints(self) -> bool:
+        """Whether requests mark the shared part as the prompt cache's only breakpoint."""
+        family = self.family
+        return (
+            self.cache_parts is not None
+            and family is not None
+            and family.cache_breakpoints
+            and OPTIONS_PARAM not in self.dropped
+        )
+
+    @property
     def adapted(self) -> frozenset[str]:
         """The parameters adapted to so far (each at most once)."""
         return frozenset(self._adapted)
@@ -238,6 +255,8 @@ class RequestRules:
             body["service_tier"] = self.service_tier
         if self.cache_key is not None:
             body["prompt_cache_key"] = self.cache_key
+        if self.breakpoints:
+            body[OPTIONS_PARAM] = dict(CACHE_OPTIONS)
         for name in self.dropped:
             body.pop(name, None)
         return body
@@ -333,7 +352,7 @@ class RequestRules:
             name = what.removesuffix(" no longer sent")
             if name in TOKEN_LIMITS:
                 return "the answer's token limit is never removed"
-            if name not in _SAMPLING and name not in self.prompt_params:
+            if name not in _SAMPLING and name not in self.prompt_params and name != OPTIONS_PARAM:
                 return "only sampling parameters and the prompt's own are ever dropped"
             self.dropped.add(name)
         else:

@@ -94,9 +94,10 @@ def read_usage(raw: object) -> tuple[Usage, bool]:
 
     Doubtful (False): no usage at all; a prompt or completion count that is missing or not a
     plain non-negative integer (a float, a string, a bool, a number too long to read);
-    cached tokens above the prompt's; reasoning above the completion's. Such a reply is
-    charged at least tagger's estimate for the request (tagger.usage.at_least). A count is
-    capped at MAX_REPLY_TOKENS: a larger one is junk, but counted, so --max-cost trips.
+    cached and written tokens (`cache_write_tokens`, GPT-5.6 and later) above the prompt's;
+    reasoning above the completion's. Such a reply is charged at least tagger's estimate for
+    the request (tagger.usage.at_least). A count is capped at MAX_REPLY_TOKENS: a larger one
+    is junk, but counted, so --max-cost trips.
     """
     if not isinstance(raw, dict):
         return NO_USAGE, False
@@ -108,12 +109,19 @@ def read_usage(raw: object) -> tuple[Usage, bool]:
     cached, sane_cached = _count(
         details.get("cached_tokens") if isinstance(details, dict) else 0, up=False
     )
+    # Written tokens cost at least the input price: a float rounds up, like what is billed.
+    # Only GPT-5.6 and later report them: absent or null is none written.
+    raw_written = details.get("cache_write_tokens") if isinstance(details, dict) else None
+    written, sane_written = _count(0 if raw_written is None else raw_written)
     reasoning, sane_reasoning = _count(
         output.get("reasoning_tokens") if isinstance(output, dict) else 0
     )
-    believed = sane_prompt and sane_completion and sane_cached and sane_reasoning
-    believed = believed and cached <= prompt and reasoning <= completion
-    usage = Usage(prompt, max(completion, reasoning), min(cached, prompt), reasoning)
+    believed = sane_prompt and sane_completion and sane_cached and sane_reasoning and sane_written
+    believed = believed and cached + written <= prompt and reasoning <= completion
+    cached = min(cached, prompt)
+    usage = Usage(
+        prompt, max(completion, reasoning), cached, reasoning, min(written, prompt - cached)
+    )
     return usage, believed
 
 
