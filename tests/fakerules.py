@@ -15,7 +15,8 @@ tests check against this one):
 - reasoning tokens count in `completion_tokens` and against `max_completion_tokens`, and are
   reported in `usage.completion_tokens_details.reasoning_tokens`;
 - `service_tier: "flex"` only for the models the pricing page and model pages list under Flex
-  (gpt-5 to gpt-5.5 families, o3, o4-mini, gpt-6-luna, gpt-6.1-sol), else HTTP 400;
+  (gpt-5 to gpt-5.5 families, o3, o4-mini, gpt-6-luna, gpt-6-sol, gpt-6.1-terra, gpt-6.1-sol),
+  else HTTP 400;
 - errors are HTTP 400 bodies {"error": {"message", "type", "param", "code"}} with code
   "unsupported_parameter" or "unsupported_value".
 """
@@ -60,7 +61,7 @@ _RULES: tuple[tuple[str, ModelRules], ...] = (
     (r"gpt-5\.1(?:-mini|-nano)?" + _DATED, _GPT51),
     (r"gpt-5\.[2-5](?:-mini|-nano)?" + _DATED, _GPT52),
     (r"gpt-5\.6(?:-sol|-terra|-luna)?" + _DATED, _GPT56),
-    (r"gpt-6-luna" + _DATED, _GPT6_LUNA),
+    (r"(?:gpt-6-luna|gpt-6-sol|gpt-6\.1-terra)" + _DATED, _GPT6_LUNA),  # flex on their pages
     (r"gpt-6\.1-sol" + _DATED, _GPT61_SOL),
     (r"gpt-6\.2-sol" + _DATED, _GPT62_SOL),
     (r"gpt-6(?:\.\d+)?-astra" + _DATED, _GPT6_ASTRA),

@@ -50,8 +50,10 @@ class SpendCap:
         if config.max_requests is not None and state.submitted_requests >= config.max_requests:
             return f"--max-requests {config.max_requests} reached"
         expected = estimate.expected()
+        # Nothing counted as read from the prompt cache, every prompt token as written to it
+        # (the dearest a prompt token can be billed, where a model bills cache writes).
         usage = Usage(expected.prompt_tokens, expected.completion_tokens, 0,
-                      expected.reasoning_tokens)  # fmt: skip
+                      expected.reasoning_tokens, expected.prompt_tokens)  # fmt: skip
         cost = self.prices.cost(config.client.model, usage, batch=True) or 0.0
         if config.max_cost is not None and state.estimated_cost + cost > config.max_cost:
             return f"--max-cost ${config.max_cost:g} reached"

@@ -71,6 +71,7 @@ def _print_known(as_json: bool) -> None:
                             "reasoning": f.reasoning,
                             "efforts": list(f.efforts),
                             "flex": f.flex,
+                            "cache_breakpoints": f.cache_breakpoints,
                             "source": f.source,
                             "as_of": f.as_of,
                         }
@@ -98,8 +99,10 @@ def _print_known(as_json: bool) -> None:
         efforts = ", ".join(f.efforts) if f.efforts else ("-" if not f.reasoning else "default")
         flex = {True: "yes", False: "no", None: "not known"}[f.flex]
         kind = "reasoning" if f.reasoning else "chat"
+        marked = "; prompt cache: shared part marked (writes billed)" if f.cache_breakpoints else ""
         typer.echo(
-            f"  {f.name}: {kind}; reasoning_effort {efforts}; flex {flex}; {f.source} ({f.as_of})"
+            f"  {f.name}: {kind}; reasoning_effort {efforts}; flex {flex}{marked}; {f.source} "
+            f"({f.as_of})"
         )
     typer.echo("Deprecations and shutdowns:")
     for r in retiring:

@@ -25,7 +25,8 @@ def prices(
         ),
     ] = None,
 ) -> None:
-    """List model prices in US$ per million tokens: live, cached input, Batch API, flex."""
+    """List model prices in US$ per million tokens: live, cached input, cache writes, Batch
+    API, flex."""
     with errors():
         from tagger.errors import UsageError
         from tagger.pricing import PriceTable
@@ -44,7 +45,9 @@ def prices(
                 )
             names = [entry]
         # Plain aligned columns, never cut: names and sources are what the user copies.
-        lines = [("model", "input", "cached", "output", "batch in/out", "flex in/out", "as of")]
+        lines = [
+            ("model", "input", "cached", "write", "output", "batch in/out", "flex in/out", "as of")
+        ]
         sources = []
         for name in names:
             live, batch, flex = table.price(name), table.batch_price(name), table.flex_price(name)
@@ -54,6 +57,7 @@ def prices(
                     printable(name),
                     _money(live.input),
                     _money(live.cached_input),
+                    _money(live.cache_write),
                     _money(live.output),
                     f"{_money(batch.input)}/{_money(batch.output)}",
                     f"{_money(flex.input)}/{_money(flex.output)}" if flex else "-",
@@ -62,7 +66,10 @@ def prices(
             )
             sources.append(printable(live.source or ""))
         widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
-        typer.echo("US$ per million tokens; cached: the prompt-cache price of input tokens")
+        typer.echo(
+            "US$ per million tokens; cached: the prompt-cache price of input tokens; write: of "
+            "input tokens written to the cache (-: as input)"
+        )
         for index, line in enumerate(lines):
             text = "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True))
             source = sources[index - 1] if index else "source"

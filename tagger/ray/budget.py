@@ -3,7 +3,8 @@
 A permit is granted before its request is sent and settled when the answer's usage comes back,
 possibly seconds later on another node. Reserved at the input price only, the answers' output
 (6x the input price on small OpenAI models) took a three-node run past --max-cost. Here each
-permit holds its estimated prompt tokens at the input price plus the request's token limit
+permit holds its estimated prompt tokens at the write price (the input price where a model
+bills no cache writes) plus the request's token limit
 (`completion_bound`: max_tokens, doubled by a cut-off retry) at the output price: the most a
 server bills for it. A permit that would not fit beside those in flight waits for them to
 settle (the grant gives fewer permits); one that would not fit even alone stops the cluster.
@@ -37,8 +38,14 @@ class ClusterBudget:
     _permits: int = 0  # permits out: each holds completion_bound output tokens
 
     def held(self, tokens: int, permits: int) -> Usage:
-        """The most `permits` requests of `tokens` estimated tokens in all can be billed."""
-        return Usage(prompt_tokens=tokens, completion_tokens=permits * self.completion_bound)
+        """The most `permits` requests of `tokens` estimated tokens in all can be billed: every
+        prompt token written to the prompt cache (the write price, where a model bills writes,
+        is the dearest a prompt token can cost), the token limit at the output price."""
+        return Usage(
+            prompt_tokens=tokens,
+            completion_tokens=permits * self.completion_bound,
+            cache_write_tokens=tokens,
+        )
 
     def try_reserve(self, tokens: int) -> bool:
         """Hold one permit of `tokens` estimated tokens; False if it must wait for those in
