@@ -19,7 +19,8 @@ from tests.fakerules import TODAYS, conformance_problems, rules_for
 from tests.harness import StartFake, TaggerCLI, one_line, seed_texts, taxonomy_ids
 from tests.raystage import ray_config, run_stage
 
-MODELS = ["gpt-4o-mini", "gpt-5-mini", "gpt-5-nano", "gpt-5.4-nano", "o4-mini"]
+# gpt-6-luna, the default: its bodies carry the prompt cache's breakpoint and options.
+MODELS = ["gpt-4o-mini", "gpt-5-mini", "gpt-5-nano", "gpt-5.4-nano", "o4-mini", "gpt-6-luna"]
 
 
 @pytest.fixture
@@ -63,6 +64,7 @@ def test_tagger_knows_todays_families_as_their_pages_say(model: str) -> None:
     assert family.efforts == documented.efforts
     assert family.samples_without_reasoning == documented.samples_without_reasoning
     assert family.flex in (documented.flex, None)  # None: not known, the server decides
+    assert family.cache_breakpoints == documented.cache_writes  # GPT-5.6 and later
 
 
 @pytest.mark.parametrize("flex", [False, True])

@@ -19,14 +19,17 @@ SHIPPED = REPO_ROOT / "tagger" / "data" / "prices.toml"
 def test_every_shipped_row_is_dated_sourced_and_sane() -> None:
     rows = tomllib.loads(SHIPPED.read_text(encoding="utf-8"))["models"]
     assert {"gpt-5.4-nano", "gpt-5.4-mini", "gpt-5-mini", "o4-mini", "gpt-4o-mini"} <= set(rows)
+    assert {"gpt-6-luna", "gpt-6-sol", "gpt-6.1-sol", "gpt-6.1-terra", "gpt-6.2-sol"} <= set(rows)
     for name, row in rows.items():
         assert row["source"].startswith("https://developers.openai.com/"), name
         assert len(row["as_of"]) == 10 and row["as_of"] >= "2025-11-01", name
-        for key in ("input", "output", "cached_input"):
+        for key in ("input", "output", "cached_input", "cache_write"):
             if key in row:
                 assert math.isfinite(row[key]) and 0 <= row[key] <= MAX_PRICE, (name, key)
         if "cached_input" in row:
             assert row["cached_input"] <= row["input"], name
+        if "cache_write" in row:  # GPT-5.6 and later: 1.25x the input price, dated 2026-12-04
+            assert row["cache_write"] >= row["input"] and row["as_of"] >= "2026-12-04", name
 
 
 def test_names_match_exactly_or_as_a_dated_snapshot() -> None:
