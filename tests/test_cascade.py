@@ -150,7 +150,7 @@ def test_a_batch_cascade_sends_the_cheap_stage_and_the_escalated_rows_as_batches
     fake.skills = {CHEAP_MODEL: CHEAP, STRONG_MODEL: STRONG}
     fake.batches.auto_after = 1
     inputs = write_inputs(tmp_path / "in.jsonl", 100)
-    args = ("--cascade", f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "0.8", "--batch")
+    args = ("--cascade", f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "0.95", "--batch")
     result = tagger_cli.run(*args, "--batch-poll", "0.01", inputs=[inputs.path])
     assert result.exit_code == 0, result.output
     rows = tagger_cli.rows()

@@ -30,7 +30,7 @@ def cascade_rows(result: CascadeResult, count: int) -> Iterator[Row]:
         role: str | None = None
         if decision is None:  # stopped before the threshold was known: nothing is decided
             fields = cheap.fields() | _failed(_UNDECIDED.format(why=why), not_run=True)
-        elif index in decision.keep and index not in decision.sampled and cheap.ok:
+        elif decision.role(index) == "kept" and cheap.ok:
             role, fields = "kept", cheap.fields()
         else:
             role = "sampled" if index in decision.sampled else "escalated"

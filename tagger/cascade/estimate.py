@@ -81,7 +81,7 @@ def _expected(
             labelled |= set(labels)
             certifier.record(labels)
         decision = certifier.decision()
-        kept = {i for i in decision.keep - decision.sampled if confidences[i] is not None}
+        kept = set(decision.kept_rows())
         todo = [
             i
             for i in range(len(strong_keys))

@@ -209,7 +209,7 @@ def _end(result: CascadeResult, stats: RunStats) -> bool:
 
 def _kept(cheap: Mapping[int, Row], decision: CascadeDecision) -> set[int]:
     """The rows that keep the cheap answer: the certifier's, answered, and not in the sample."""
-    return {i for i in decision.keep - decision.sampled if cheap[i].ok}
+    return {i for i in decision.kept_rows() if cheap[i].ok}
 
 
 def _confidence(row: Row) -> float | None:
