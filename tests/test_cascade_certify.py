@@ -223,7 +223,11 @@ def test_scores_are_two_bytes_a_row_and_find_the_scored_rows_by_rank() -> None:
     with pytest.raises(IndexError):
         scores.scored_row(len(expected))
     with pytest.raises(RuntimeError, match="frozen"):
-        scores.append(0.5)
+        scores.set(0, 0.5)
+    again = Scores(3)  # rows may come in any order, and a row twice (a block Ray ran twice)
+    for index, value in ((2, 0.5), (0, 0.9), (2, None), (2, 0.7)):
+        again.set(index, value)
+    assert (again.scored, list(again.codes())) == (2, [9000, NO_SCORE, 7000])
     assert [score_code(v) for v in (0.95285, 0.0, 1.0, -0.0, 1e-9)] == [9528, 0, 10_000, 0, 0]
     assert {score_code(v) for v in (None, math.nan, -1e-9, 1.0001, "1", True, 10**400)} == {
         NO_SCORE

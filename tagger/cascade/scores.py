@@ -39,10 +39,10 @@ def code_value(code: int) -> float:
 
 
 class Scores:
-    """Every row's confidence code, appended in row order, then frozen for the certifier."""
+    """Every row's confidence code, set by row index in any order, then frozen."""
 
-    def __init__(self) -> None:
-        self._codes = array("H")
+    def __init__(self, rows: int) -> None:
+        self._codes = array("H", [NO_SCORE]) * rows
         self._counts = [0] * (SCALE + 1)
         self._scored = 0
         self._frozen = False
@@ -50,19 +50,23 @@ class Scores:
 
     @classmethod
     def of(cls, confidences: Iterable[object]) -> Scores:
-        """The scores of these confidences, frozen."""
-        scores = cls()
-        for value in confidences:
-            scores.append(value)
+        """The scores of these confidences (row i's is the i-th), frozen."""
+        values = list(confidences)
+        scores = cls(len(values))
+        for index, value in enumerate(values):
+            scores.set(index, value)
         scores.freeze()
         return scores
 
-    def append(self, value: object) -> None:
-        """The next row's confidence (anything unusable: no score)."""
+    def set(self, index: int, value: object) -> None:
+        """Row index's confidence (anything unusable: no score); a second call replaces it."""
         if self._frozen:
             raise RuntimeError("the scores are frozen: the certifier has read them")
-        code = score_code(value)
-        self._codes.append(code)
+        old, code = self._codes[index], score_code(value)
+        if old != NO_SCORE:
+            self._counts[old] -= 1
+            self._scored -= 1
+        self._codes[index] = code
         if code != NO_SCORE:
             self._counts[code] += 1
             self._scored += 1
