@@ -23,45 +23,66 @@ from tagger.cascade.scores import SCALE, rows_at_or_above
 
 _SIZES = 40  # sample sizes tried, spaced geometrically from the least that allows anything
 _WORSE = 4  # sizes tried past the best before the search stops (the cost only grows after)
-# Logprob confidences are overconfident, as deep networks' are (Guo et al. 2017, "On
-# Calibration of Modern Neural Networks", temperatures of 1.5-3): the planner first reads
-# them at temperature 1.6, 0.99 as a 5% chance of an error. On calibrated simulated scores
-# this plans as well as reading them as they are; on overconfident ones it plans ~1-2% fewer
-# strong calls (docs/benchmarks.md). Where that reading keeps nothing whatever the sample, the
-# next ones are tried (as they are, then underconfident): a sample costs nothing extra when
-# every row goes to the strong model anyway, and a cheap model better than its confidences
-# gets its chance. The readings move the plan only, never the certificate.
-_TEMPERATURES = (1.6, 1.0, 0.6)
+# How the confidences are read: as they are, and as overconfident as deep networks' often are
+# (Guo et al. 2017, "On Calibration of Modern Neural Networks": temperatures of 1.5-3), 0.99
+# then being a 5% chance of an error. The size chosen is the one whose predicted cost is
+# closest to the best under each reading (least regret): cheap models' logprobs are often
+# overconfident, sometimes not, and a plan tuned to one reading pays most under the other.
+# Where both readings keep nothing whatever the sample, an underconfident one is tried: a
+# sample costs nothing extra when every row goes to the strong model anyway, and a cheap
+# model better than its confidences gets its chance. Readings move the plan, never the
+# certificate (docs/benchmarks.md has what each costs on simulated and fake corpora).
+_READINGS = (1.0, 1.6)
+_UNDERCONFIDENT = 0.6
 
 
 def plan_sample_size(counts: list[int], rows: int, budget: int, delta: float) -> int:
-    """The sample size with the fewest predicted strong calls; counts: scored rows per code."""
+    """The sample size with the least regret in predicted strong calls, over the readings of
+    the confidences; counts: scored rows per code."""
     scored = sum(counts)
-    if scored == 0:
-        return 0
-    smallest = least_sample(0, scored, budget, delta)
+    smallest = least_sample(0, scored, budget, delta) if scored else None
     if smallest is None:  # no sample lets even one threshold through: keep only the blind rows
         return 0
     above = rows_at_or_above(counts)
-    for temperature in _TEMPERATURES:
-        errors = _errors_from_the_top(counts, temperature)
-        best_cost, best_size, worse = _cost(above, errors, rows, budget, 0, -1), 0, 0
-        tried: set[int] = set()
-        for step in range(_SIZES + 1):
-            guess = round(smallest * (scored / smallest) ** (step / _SIZES))
-            allowed = allowed_disagreements(scored, budget, guess, delta)
-            size = least_sample(allowed, scored, budget, delta) or guess
-            if size in tried:
-                continue
-            tried.add(size)
-            cost = _cost(above, errors, rows, budget, size, allowed)
-            if cost < best_cost:
-                best_cost, best_size, worse = cost, size, 0
-            elif (worse := worse + 1) >= _WORSE:
-                break
-        if best_size:
-            return best_size
+    for readings in (_READINGS, (_UNDERCONFIDENT,)):
+        errors = [_errors_from_the_top(counts, temperature) for temperature in readings]
+        costs = _costs(above, errors, rows, budget, delta, smallest)
+        best = [min(cost[k] for cost in costs.values()) for k in range(len(readings))]
+        if any(best[k] < costs[0][k] for k in range(len(readings))):
+            return min(
+                costs,
+                key=lambda size: (max(c - b for c, b in zip(costs[size], best, strict=True)), size),
+            )
     return 0
+
+
+def _costs(
+    above: list[int],
+    errors: list[list[float]],
+    rows: int,
+    budget: int,
+    delta: float,
+    smallest: int,
+) -> dict[int, list[float]]:
+    """Predicted strong calls per sample size tried, one per reading; sizes spaced
+    geometrically from the least that allows anything, until every reading's cost has grown
+    for _WORSE sizes past its best."""
+    scored = above[0]
+    costs = {0: [_cost(above, e, rows, budget, 0, -1) for e in errors]}
+    best = list(costs[0])
+    worse = [0] * len(errors)
+    for step in range(_SIZES + 1):
+        guess = round(smallest * (scored / smallest) ** (step / _SIZES))
+        allowed = allowed_disagreements(scored, budget, guess, delta)
+        size = least_sample(allowed, scored, budget, delta) or guess
+        if size in costs:
+            continue
+        costs[size] = [_cost(above, e, rows, budget, size, allowed) for e in errors]
+        for k, cost in enumerate(costs[size]):
+            best[k], worse[k] = (cost, 0) if cost < best[k] else (best[k], worse[k] + 1)
+        if min(worse) >= _WORSE:
+            break
+    return costs
 
 
 def _errors_from_the_top(counts: list[int], temperature: float) -> list[float]:
