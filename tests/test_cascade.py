@@ -136,6 +136,12 @@ def test_eval_and_compare_split_a_cascade_by_the_model_that_answered() -> None:
         for row in run
     ]
     assert "by_model" not in evaluate(plain, gold, None)  # one model: the report as it was
+    from tagger.review.counts import count_rows
+
+    counts = {(kind, name): n for kind, name, n in count_rows(run)}  # export's counts sheet
+    assert counts[("model", CHEAP_MODEL)] == counts[("model", STRONG_MODEL)] == 2
+    assert counts[("cascade_role", "kept")] == 2 and counts[("cascade_role", "sampled")] == 1
+    assert not any(kind == "model" for kind, _, _ in count_rows(plain))
     split = compare_runs(plain, run, None)["by_model"]
     assert {(e["model_b"], e["compared"], e["area_changed"]) for e in split} == {
         (CHEAP_MODEL, 2, 0),

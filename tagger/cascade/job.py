@@ -11,7 +11,7 @@ from typing import Any
 
 from tagger.cascade.assemble import RowTally, cascade_manifest, cascade_rows, cascade_stats
 from tagger.cascade.spool import SpoolFolder
-from tagger.cascade.stages import CascadeResult, StageProgress, run_cascade
+from tagger.cascade.stages import CascadeResult, StageDriver, StageProgress, run_cascade
 from tagger.config import RunConfig
 from tagger.errors import ConfigError
 from tagger.files.abstracts import InputScan
@@ -73,8 +73,11 @@ async def run_cascade_job(
     writer: RowWriter | None = None,
     batch_watcher: Any = None,
     command: str = "",
+    stages: StageDriver | None = None,
 ) -> CascadeRun:
     """Run the cascade's stages and write its rows and manifest (to OUT, or to writer).
+
+    `stages` runs each stage (tagger.cascade.raystage for --ray); by default, live or batch.
 
     OUT is checked and locked before anything is sent and replaced only as a plain run's
     would be: a cascade that did not finish replaces it only if that makes it better.
@@ -101,7 +104,7 @@ async def run_cascade_job(
     folder = SpoolFolder()
     try:
         started = dt.datetime.now(dt.UTC)
-        result = await run_cascade(config, scan, drive, progress_for, folder)
+        result = await run_cascade(config, scan, stages or drive, progress_for, folder)
         if writer is None:
             writer = target.writer if target else JsonlWriter(sys.stdout, "standard output")
         tally = RowTally()

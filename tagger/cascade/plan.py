@@ -25,14 +25,14 @@ _SIZES = 40  # sample sizes tried, spaced geometrically from the least that allo
 _WORSE = 4  # sizes tried past the best before the search stops (the cost only grows after)
 # How the confidences are read: as they are, and as overconfident as deep networks' often are
 # (Guo et al. 2017, "On Calibration of Modern Neural Networks": temperatures of 1.5-3), 0.99
-# then being a 5% chance of an error. The size chosen is the one whose predicted cost is
+# then being a 14% chance of an error. The size chosen is the one whose predicted cost is
 # closest to the best under each reading (least regret): cheap models' logprobs are often
 # overconfident, sometimes not, and a plan tuned to one reading pays most under the other.
 # Where both readings keep nothing whatever the sample, an underconfident one is tried: a
 # sample costs nothing extra when every row goes to the strong model anyway, and a cheap
 # model better than its confidences gets its chance. Readings move the plan, never the
 # certificate (docs/benchmarks.md has what each costs on simulated and fake corpora).
-_READINGS = (1.0, 1.6)
+_READINGS = (1.0, 2.5)
 _UNDERCONFIDENT = 0.6
 
 

@@ -21,11 +21,10 @@ from typing import IO
 
 from tagger import jsondata
 from tagger.errors import OutputError
-from tagger.files.atomic import write_failed
 from tagger.files.rows import ROW_FIELDS, Row
 from tagger.usage import NO_USAGE, Usage
 
-__all__ = ["RowSpool", "SpoolFolder"]
+__all__ = ["RowSpool", "SpoolFolder", "row_of_json"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _ROW_FIELDS = frozenset(ROW_FIELDS)
@@ -62,7 +61,10 @@ class RowSpool:
         try:
             descriptor = os.open(path, _NEW_FILE, 0o600)
         except OSError as exc:
-            raise write_failed(path, exc) from exc
+            raise OutputError(
+                f"cannot create {path}, where a cascade keeps a stage's rows "
+                f"({exc.strerror or exc}): set TMPDIR to a folder of yours with room, then rerun"
+            ) from None
         self._file: IO[bytes] = os.fdopen(descriptor, "wb")
         self._written = bytearray((rows + 7) // 8)
         self._starts = array("q")  # each run's first row, byte offset and last row
@@ -92,7 +94,7 @@ class RowSpool:
         try:
             self._file.write(line)
         except OSError as exc:
-            raise write_failed(self.path, exc) from exc
+            raise _spool_failed(self.path, exc) from exc
         self._size += len(line)
         self.count += 1
         if row.ok:
@@ -108,7 +110,7 @@ class RowSpool:
         try:
             self._file.flush()
         except OSError as exc:
-            raise write_failed(self.path, exc) from exc
+            raise _spool_failed(self.path, exc) from exc
 
     def has(self, index: int) -> bool:
         """Whether row index was written."""
@@ -152,17 +154,25 @@ class RowSpool:
                 if not line:
                     break
                 offset += len(line)
-                yield _row_of(line, self.path)
+                yield row_of_json(line.decode("utf-8", "surrogatepass"), str(self.path))
 
 
-def _row_of(line: bytes, path: Path) -> Row:
-    """A row as the spool wrote it; a line that is not one (the file changed under us) stops."""
+def _spool_failed(path: Path, exc: OSError) -> OutputError:
+    return OutputError(
+        f"cannot write {path}, where a cascade keeps a stage's rows ({exc.strerror or exc}): "
+        "free space there or set TMPDIR to a folder with room, then rerun (answers are cached)"
+    )
+
+
+def row_of_json(text: str, where: str) -> Row:
+    """A row tagger wrote as JSON (a spool's line, a Ray worker's row); anything else (a file
+    changed under us) is an OutputError naming `where`, never a half-built row."""
     try:
-        fields = jsondata.parse_json(line.decode("utf-8", "surrogatepass"))
+        fields = jsondata.parse_json(text)
     except ValueError as exc:
-        raise OutputError(f"{path}: a spooled row was changed on disk ({exc})") from None
+        raise OutputError(f"{where}: not a row tagger wrote ({exc})") from None
     if not isinstance(fields, dict) or not fields.keys() >= _ROW_FIELDS:
-        raise OutputError(f"{path}: a spooled row was changed on disk")
-    if not isinstance(fields["index"], int):
-        raise OutputError(f"{path}: a spooled row was changed on disk")
+        raise OutputError(f"{where}: not a row tagger wrote (fields missing)")
+    if not isinstance(fields["index"], int) or isinstance(fields["index"], bool):
+        raise OutputError(f"{where}: not a row tagger wrote (its index is not a number)")
     return Row.of(fields)

@@ -45,7 +45,6 @@ def export(
     """Write a run to a review sheet: one row per abstract, formulas neutralised."""
     from tagger.files.sheets import (
         SHEET_COLUMNS,
-        count_rows,
         run_row_to_sheet,
         sheet_format,
         write_sheet,
@@ -55,6 +54,7 @@ def export(
         kind = sheet_format(output)
         (rows,) = read_runs(run_file)
         from tagger.review.charts import add_count_charts
+        from tagger.review.counts import count_rows
         from tagger.review.gold import review_header_notes
 
         counts = count_rows(rows) if kind == "xlsx" else None

@@ -62,12 +62,12 @@ def sample(
     from tagger.files.atomic import write_atomic
     from tagger.files.sheets import (
         SHEET_COLUMNS,
-        count_rows,
         run_row_to_sheet,
         sheet_format,
         write_sheet,
     )
     from tagger.review.charts import add_count_charts
+    from tagger.review.counts import count_rows
     from tagger.review.gold import review_header_notes
     from tagger.review.reportbook import add_design_sheet
     from tagger.review.sample import SAMPLE_FIELDS, draw_sample
