@@ -179,3 +179,33 @@ def _answered(llm: FakeLLM, model: str) -> int:
 def _asked(rec: Recorded) -> tuple[str, str]:
     assert rec.body is not None
     return str(rec.body.get("model")), abstract_in_request(rec) or "?"
+
+
+def test_rows_ray_never_returned_are_not_run_rows_and_a_stage_reads_only_its_positions(
+    tmp_path: Path,
+) -> None:
+    from pydantic import SecretStr
+
+    from tagger.cascade.raystage import _fill_missing, _wanted_records
+    from tagger.config import ClientConfig, RunConfig
+    from tagger.files.abstracts import scan
+    from tagger.files.rows import RowList
+    from tagger.pipeline.stats import RunStats
+    from tagger.prompting.plan import RunPlan
+    from tests.harness import PROMPTS_DIR
+
+    inputs = write_inputs(tmp_path / "in.jsonl", 20)
+    scanned = scan([inputs.path])
+    wanted = bytes([0b0000_0101, 0, 0b0000_1000])  # positions 0, 2 and 19
+    item = {"path": str(inputs.path), "source": "in.jsonl", "offset": 0}
+    assert [r["index"] for r in _wanted_records(item, wanted)] == [0, 2, 19]
+    seen = bytearray(3)
+    seen[0] = 0b0000_0011  # Ray returned rows 0 and 1 only
+    rows, stats = RowList(), RunStats(items=2)
+    client = ClientConfig(base_url="http://127.0.0.1:9/v1", api_key=SecretStr("sk-test"))
+    config = RunConfig(client=client, prompts_dir=PROMPTS_DIR, cache_dir=tmp_path / "cache")
+    plan = RunPlan.load(config)
+    assert _fill_missing(scanned, seen, rows, plan, stats) == 18
+    assert [row.index for row in rows.rows] == list(range(2, 20))
+    assert all(row.error == "not run: Ray returned no row for it" for row in rows.rows)
+    assert stats.not_run == 18
