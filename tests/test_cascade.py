@@ -199,7 +199,7 @@ def roles_count(rows: list[dict[str, object]], role: str) -> int:
         ((f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "1"), "--target"),
         ((f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "0.9", "--delta", "0"), "--delta"),
         ((f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "0.9", "--no-logprobs"), "--no-logprobs"),
-        ((f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "0.9", "--ray"), "--ray"),
+        ((f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "0.9", "--ray", "--batch"), "--ray or"),
         ((f"gpt-5-mini,{STRONG_MODEL}", "--target", "0.9"), "takes no logprobs"),
     ],
 )
