@@ -19,6 +19,16 @@ def current_abstract() -> str | None:
 
 
 @contextmanager
+def about(label: str) -> Iterator[None]:
+    """Log lines in the block are about what `label` names (a pack of abstracts)."""
+    token = _ABSTRACT.set(label)
+    try:
+        yield
+    finally:
+        _ABSTRACT.reset(token)
+
+
+@contextmanager
 def about_abstract(source: str, line: int, ident: str) -> Iterator[None]:
     """Log lines in the block are about this abstract: its file and line, else its id."""
     token = _ABSTRACT.set(f"{source}:{line}" if source and line > 0 else f"abstract {ident}")

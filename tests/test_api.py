@@ -337,7 +337,7 @@ def test_a_cli_only_option_says_what_to_use_in_python(llm: FakeLLM, tmp_path: Pa
 
 
 def test_estimate_is_the_cli_dry_run_from_python(llm: FakeLLM, tmp_path: Path) -> None:
-    from tagger.pipeline.job import DryRunReport
+    from tagger.pipeline.forecast import DryRunReport
     from tests.harness import invoke
 
     texts = seed_texts()[:5]

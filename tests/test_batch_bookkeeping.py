@@ -61,10 +61,11 @@ def test_the_printed_collect_command_pins_the_prompt_and_mode(tagger_cli: Tagger
     command = shlex.split(printed)
     assert command[:2] == ["tagger", "run"]
     assert "--prompt" in command and "--mode" in command
-    # A newer prompt version appears before collecting (the default would now be v3).
-    newest = sorted((prompts / "tag").glob("v*.toml"))[-1]
-    text = newest.read_text().replace("research", "scientific")
-    (prompts / "tag" / "v3.toml").write_text(text)
+    # A newer prompt version appears before collecting (the default would now be that one).
+    numbers = [int(path.stem[1:]) for path in (prompts / "tag").glob("v*.toml")]
+    newer = f"v{max(numbers) + 1}"
+    text = (prompts / "tag" / f"v{max(numbers)}.toml").read_text()
+    (prompts / "tag" / f"{newer}.toml").write_text(text.replace("research", "scientific"))
     batches.finish_all()
     batches.auto_after = 2  # a second job, if one were made, would finish too: no hang
     collected = tagger_cli.invoke([*command[1:], "--api-key", TEST_KEY, "--batch-poll", "0.01"])
@@ -72,7 +73,7 @@ def test_the_printed_collect_command_pins_the_prompt_and_mode(tagger_cli: Tagger
     assert len(batches.created) == 1  # the same job, collected: no second paid job
     rows = tagger_cli.rows()
     assert len(rows) == 3 and all(row["status"] == "ok" for row in rows)
-    assert {row["prompt_version"] for row in rows} != {"v3"}
+    assert {row["prompt_version"] for row in rows} != {newer}
 
 
 def test_cache_clear_refuses_while_batches_are_in_flight(tagger_cli: TaggerCLI) -> None:

@@ -44,6 +44,9 @@ class BatchLeftovers:
         """The live part's mode, for the run's stats."""
         return self.tagger.snapshot()
 
+    def cancel(self) -> None:
+        """Nothing runs beside the abstracts' own tasks."""
+
     async def tag_abstract(self, abstract: Abstract, key: str) -> Outcome:
         """The job's verdict for an abstract the cache has no answer for (key: its cache key)."""
         item = self.job.items.get(key)

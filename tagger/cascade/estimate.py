@@ -12,7 +12,7 @@ from tagger.cascade.stages import stage_config
 from tagger.config import RunConfig
 from tagger.files.abstracts import InputScan
 from tagger.pipeline.cache import AnswerCache, entry_outcome
-from tagger.pipeline.job import DryRunReport, dry_run
+from tagger.pipeline.forecast import DryRunReport, dry_run
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 

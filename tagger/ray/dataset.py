@@ -12,6 +12,7 @@ from tagger.errors import ConfigError, UsageError
 from tagger.files.abstracts import iter_abstracts
 from tagger.options import RunOptions
 from tagger.pipeline.job import require_key
+from tagger.pipeline.packing import per_request_for
 from tagger.pipeline.policy import ItemPolicy
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
@@ -102,19 +103,25 @@ def limits_of(config: RunConfig, prices: PriceTable | None = None) -> Limits:
         max_cost=config.max_cost,
         model=config.client.model,
         prices=prices,
-        completion_bound=completion_bound(RunPlan.load(config)),
+        completion_bound=completion_bound(RunPlan.load(config), per_request(config, table)),
         flex=flex,
     )
 
 
-def completion_bound(plan: RunPlan) -> int:
+def completion_bound(plan: RunPlan, packed: int = 1) -> int:
     """The most output tokens one request of the plan can be billed: the prompt's max_tokens,
-    doubled by each cut-off retry (UNBOUNDED_COMPLETION when the prompt sets none)."""
+    doubled by each cut-off retry, or a pack's `packed` answers (UNBOUNDED_COMPLETION when the
+    prompt sets none)."""
     limit = plan.prompt.params.get("max_tokens")
     if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
         return UNBOUNDED_COMPLETION
-    bound: int = limit * 2 ** ItemPolicy.for_plan(plan).cutoff_retries
+    bound: int = limit * max(2 ** ItemPolicy.for_plan(plan).cutoff_retries, packed)
     return bound
+
+
+def per_request(config: RunConfig, prices: PriceTable) -> int:
+    """Abstracts per request on Ray: a local run's choice (each actor packs its own records)."""
+    return per_request_for(config, RunPlan.load(config).prompt, prices)
 
 
 def tag_dataset_with(
@@ -145,7 +152,8 @@ def tag_dataset_with(
     plan = RunPlan.load(config)  # on the driver: a bad prompt fails here, before any actor
     if limiter is None:
         limiter = start_limiter(limits_of(config, prices))
-    settings = StageSettings.from_plan(plan, tuple(base_urls))
+    packed = per_request(config, prices or PriceTable())
+    settings = StageSettings.from_plan(plan, tuple(base_urls), per_request=packed)
     return ds.map_batches(
         TagStage,
         fn_constructor_kwargs={

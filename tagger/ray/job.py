@@ -27,6 +27,7 @@ from tagger.ray.dataset import (
     DEFAULT_ACTORS,
     DEFAULT_BATCH_SIZE,
     limits_of,
+    per_request,
     read_abstracts,
     tag_dataset_with,
 )
@@ -287,3 +288,5 @@ def _fill(
     stats.floor_cost = prices.cost(model, merged.floor_usage, flex=flex)
     stats.refused_requests = merged.not_run if sent.budget else 0  # left by the cap
     stats.usage_estimated = workers.usage_estimated
+    stats.per_request = per_request(config, prices)
+    stats.packs, stats.pack_fallbacks = workers.packs, workers.pack_fallbacks

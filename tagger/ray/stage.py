@@ -21,11 +21,12 @@ from tagger.pipeline.cache import AnswerCache, entry_outcome, outcome_entry
 from tagger.pipeline.commits import GroupCommit
 from tagger.pipeline.item import ItemTagger, ModeProbe
 from tagger.pipeline.outcome import Outcome, Status
+from tagger.pipeline.packing import PackingTagger
 from tagger.pipeline.progress import stop_advice
 from tagger.pipeline.request import request_rules
-from tagger.prompting.plan import RunPlan
+from tagger.prompting.plan import RunPlan, request_schema
 from tagger.prompting.prompts import Prompt
-from tagger.prompting.schema import answer_json_schema, build_answer_model
+from tagger.prompting.schema import build_answer_model
 from tagger.prompting.taxonomy import Synonyms, Taxonomy
 from tagger.ray.actors import RayLink
 from tagger.ray.gate import ClusterGate, LimiterLink
@@ -62,10 +63,15 @@ class StageSettings:
     key_run_part: str
     base_urls: tuple[str, ...] = ()  # a fleet: each actor sends to one, round robin
     learned: tuple[str, ...] = ()  # what the driver's canary taught (tagger.sending.params)
+    per_request: int = 1  # abstracts per request: each actor packs its own records
 
     @classmethod
     def from_plan(
-        cls, plan: RunPlan, base_urls: tuple[str, ...] = (), learned: tuple[str, ...] = ()
+        cls,
+        plan: RunPlan,
+        base_urls: tuple[str, ...] = (),
+        learned: tuple[str, ...] = (),
+        per_request: int = 1,
     ) -> StageSettings:
         """The parts of a plan loaded on the driver."""
         return cls(
@@ -77,6 +83,7 @@ class StageSettings:
             plan.key_run_part,
             base_urls,
             learned,
+            per_request,
         )
 
     def plan(self) -> RunPlan:
@@ -88,7 +95,7 @@ class StageSettings:
             self.taxonomy,
             self.synonyms,
             model,
-            answer_json_schema(model),
+            request_schema(self.prompt, model),
             self.key_base,
             self.key_run_part,
         )
@@ -103,6 +110,7 @@ class RecordTagger:
         link: LimiterLink,
         base_url: str | None,
         learned: tuple[str, ...] = (),
+        per_request: int = 1,
     ) -> None:
         config = plan.config
         client_config = config.client
@@ -113,7 +121,10 @@ class RecordTagger:
         # The model family's params, and what the canary's refusals taught.
         rules = request_rules(client_config, plan.prompt.params, learned)
         self.client = LLMClient(client_config, self.gate, rules)
-        self.tagger = ItemTagger.for_plan(plan, self.client, ModeProbe(config.mode))
+        # Packs (tagger.pipeline.packing) of the records this actor has waiting, as locally.
+        probe = ModeProbe(config.mode, warm_up=per_request > 1)
+        single = ItemTagger.for_plan(plan, self.client, probe)
+        self.tagger = PackingTagger(single, per_request, config.concurrency)
         self.cache = AnswerCache(config.cache_dir) if config.use_cache else None
         self.commits = GroupCommit(self.cache, self._cache_failed) if self.cache else None
         self._run_fields = plan.run_fields()
@@ -219,7 +230,7 @@ class RecordTagger:
 
     def counters(self) -> WorkerCounters:
         """This worker's counts so far, for the run's stats."""
-        sent, mode = self.client.snapshot(), self.tagger.snapshot()
+        sent, mode, packs = self.client.snapshot(), self.tagger.snapshot(), self.tagger.counts
         return WorkerCounters(
             requests=sent.requests,
             retries=sent.retries,
@@ -232,6 +243,8 @@ class RecordTagger:
             mode=mode.mode,
             mode_fallbacks=mode.fallbacks,
             usage_estimated=sent.usage_estimated,
+            packs=packs.packs,
+            pack_fallbacks=packs.fallbacks,
         )
 
     def _cache_failed(self, exc: CacheWriteError) -> None:
@@ -273,7 +286,8 @@ class TagStage:
                 link = self._link = RayLink(self._limiter)
                 urls = self._settings.base_urls
                 url = urls[await link.endpoint(len(urls))] if urls else None
-                tagger = RecordTagger(self._plan, link, url, self._settings.learned)
+                settings = self._settings
+                tagger = RecordTagger(self._plan, link, url, settings.learned, settings.per_request)
                 await asyncio.to_thread(tagger.client.warm)  # before any permit is taken
                 self._tagger = tagger
         return self._tagger

@@ -23,7 +23,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-__all__ = ["CONFIDENCE_FIELDS", "NO_CONFIDENCE", "AreaConfidence", "area_confidence"]
+__all__ = [
+    "CONFIDENCE_FIELDS",
+    "NO_CONFIDENCE",
+    "AreaConfidence",
+    "area_confidence",
+    "token_bytes_of",
+]
 
 CONFIDENCE_FIELDS = (
     "task_area_confidence",
@@ -90,7 +96,7 @@ def area_confidence(
     """
     if not isinstance(content, list):
         return None
-    tokens = _token_bytes_of(content)  # only the value's tokens are read further: it is fast
+    tokens = token_bytes_of(content)  # only the value's tokens are read further: it is fast
     if tokens is None:
         return None
     full = b"".join(tokens)
@@ -168,7 +174,7 @@ def _byte_offset(text: str, index: int) -> int:
     return len(text[:index].encode(*_ENCODING))
 
 
-def _token_bytes_of(content: list[Any]) -> list[bytes] | None:
+def token_bytes_of(content: list[Any]) -> list[bytes] | None:
     """The bytes of each token of a logprobs.content list (JSON), None if it is not one."""
     if not content or len(content) > MAX_TOKENS:
         return None
