@@ -36,3 +36,14 @@ def about_abstract(source: str, line: int, ident: str) -> Iterator[None]:
         yield
     finally:
         _ABSTRACT.reset(token)
+
+
+@contextmanager
+def about_the_run() -> Iterator[None]:
+    """Log lines in the block are about the whole run, whichever abstract's task runs it (the
+    model check, once per run, runs in the first abstract's task)."""
+    token = _ABSTRACT.set(None)
+    try:
+        yield
+    finally:
+        _ABSTRACT.reset(token)

@@ -254,6 +254,9 @@ class FakeLLM:
         # Rewrites every 200 chat answer, live and batch: (first user message, body) -> a body,
         # or RawJSON text (a hostile server: an echoed key, deep nesting, huge numbers).
         self.reply_hook: Callable[[str, dict[str, Any]], dict[str, Any] | RawJSON] | None = None
+        # Answers a chat request with this (status, body, headers) instead of its usual reply
+        # when it returns one: a hostile server's odd refusals. None: as usual.
+        self.error_hook: Callable[[dict[str, Any]], Reply | None] | None = None
         self.fault_rates: dict[str, float] = {}
         self.retry_after = 1.0
         self.hang_seconds = 30.0
@@ -640,6 +643,8 @@ class FakeLLM:
         if gate is not None:
             await gate.wait()
         body = rec.body or {}
+        if self.error_hook is not None and (odd := self.error_hook(body)) is not None:
+            return odd
         model = str(body.get("model", "fake-model"))
         if self.models is not None and model not in self.models:
             return _error(404, model=model)

@@ -42,7 +42,9 @@ def test_lines_never_run_are_bounded_and_say_so(
     result = batch_run(tagger_cli, inputs=[tagger_cli.small_input(2)])
     assert result.exit_code == 1, result.output
     assert len(batches.created) == MAX_UNRUN + 1  # not resubmitted forever
-    for row in tagger_cli.rows():
+    answered, unrun = tagger_cli.rows()  # the first answered live by the job's canary
+    assert answered["status"] == "ok" and answered["batch_id"] is None
+    for row in [unrun]:
         assert row["status"] == "error"
         assert f"{MAX_UNRUN + 1} batches ended before running it" in row["error"]
         assert "without --batch" in row["error"]
@@ -83,7 +85,11 @@ def test_cache_clear_refuses_while_batches_are_in_flight(tagger_cli: TaggerCLI) 
     small = tagger_cli.small_input(3)
     assert tagger_cli.run(inputs=[tagger_cli.small_input(1)]).exit_code == 0  # one answer
     batches.script("hold")
-    other = tagger_cli.write_jsonl("other.jsonl", [{"abstract": "Graphs of graphs, at scale."}])
+    # Two: the job's canary answers the first live (kept), the second goes into the batch.
+    other = tagger_cli.write_jsonl(
+        "other.jsonl",
+        [{"abstract": "Graphs of graphs, at scale."}, {"abstract": "Trees of trees, at scale."}],
+    )
     assert tagger_cli.run(*FAST, "--detach", inputs=[other]).exit_code == 0
     clear = ["cache", "clear", "--yes", "--cache-dir", cache]
     refused = tagger_cli.invoke(clear)
@@ -91,7 +97,7 @@ def test_cache_clear_refuses_while_batches_are_in_flight(tagger_cli: TaggerCLI) 
     message = one_line(refused.stderr)
     assert "in flight" in message and "nothing cleared" in message
     stats = json.loads(tagger_cli.invoke(["cache", "stats", "--json", "--cache-dir", cache]).stdout)
-    assert stats["entries"] == 1
+    assert stats["entries"] == 2  # the live run's answer, and the canary's
 
     batches.finish_all()
     done = batch_run(tagger_cli, inputs=[other])
@@ -100,7 +106,7 @@ def test_cache_clear_refuses_while_batches_are_in_flight(tagger_cli: TaggerCLI) 
     assert not (cache / "batches" / job.stem).exists()  # a finished job's inputs are removed
     cleared = tagger_cli.invoke(clear)
     assert cleared.exit_code == 0, cleared.output
-    assert "removed 2 answers" in cleared.stdout
+    assert "removed 3 answers" in cleared.stdout
     assert "1 finished or cancelled batch job" in one_line(cleared.stdout)
     assert job.exists()  # the record of what was paid stays
     assert small.exists()

@@ -140,7 +140,7 @@ def _guard(job: JobState, plan: RunPlan, prices: PriceTable) -> SpendGuard | Non
 def add_batch_part(stats: RunStats, job: JobState, prices: PriceTable, model: str) -> BatchCosts:
     """Count the batch requests, repairs and tokens into the run's stats; their costs."""
     batch_usage = Usage.from_fields(job.usage)
-    # The live test requests before each round (tagger.batch.canary): live-priced requests.
+    # The live test requests before each round (tagger.pipeline.canary): live-priced requests.
     canary = Usage.from_fields(job.canary_usage)
     live_part = stats.cost
     if live_part is not None and job.canary_requests:

@@ -20,6 +20,7 @@ from tagger.ray.limiter import (
     Report,
     WorkerCounters,
 )
+from tagger.usage import NO_USAGE, Usage
 
 NAMESPACE = "tagger"
 log = logging.getLogger(__name__)
@@ -37,6 +38,7 @@ class Limits:
     prices: PriceTable | None = None
     completion_bound: int = UNBOUNDED_COMPLETION  # the most output tokens a request can bill
     flex: bool = False  # priced at flex prices (--service-tier flex)
+    prepaid: tuple[int, Usage] = (0, NO_USAGE)  # the driver's canary: requests, tokens
 
 
 class AsyncLimiter:
@@ -51,6 +53,7 @@ class AsyncLimiter:
                 limits.max_requests, limits.max_cost, cost_of, limits.completion_bound
             )
         self._limiter = ClusterLimiter(limits.rpm, limits.tpm, budget, cost_of)
+        self._limiter.prepaid(*limits.prepaid)
         self._changed: asyncio.Event | None = None
         self._endpoints = itertools.count()
 

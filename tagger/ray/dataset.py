@@ -18,6 +18,7 @@ from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.ray.actors import Limits, start_limiter
 from tagger.ray.budget import UNBOUNDED_COMPLETION
+from tagger.ray.canary import RayCanary
 from tagger.ray.cluster import READ_CPUS
 from tagger.ray.cluster import actor_cpus as fitted_actor_cpus
 from tagger.ray.records import abstract_record
@@ -136,6 +137,7 @@ def tag_dataset_with(
     skip: Iterable[str] = (),
     limiter: Any = None,
     mark_skipped: bool = False,
+    canary: RayCanary | None = None,
 ) -> Any:
     """The Dataset of output rows for `ds`'s records, under one run configuration.
 
@@ -143,7 +145,8 @@ def tag_dataset_with(
     every actor takes its permits there, so the limits hold for all of them together.
     `skip` names rows already written (skip tokens, tagger.ray.parts.done_rows): they are
     left out of the output (with `mark_skipped`, a record of status "skipped" each), and
-    nothing is asked for them.
+    nothing is asked for them. `canary`: what the driver's canary taught (every actor starts
+    with it) and the rows whose answer it kept (tagger.ray.canary).
     """
     import ray
 
@@ -153,7 +156,13 @@ def tag_dataset_with(
     if limiter is None:
         limiter = start_limiter(limits_of(config, prices))
     packed = per_request(config, prices or PriceTable())
-    settings = StageSettings.from_plan(plan, tuple(base_urls), per_request=packed)
+    settings = StageSettings.from_plan(
+        plan,
+        tuple(base_urls),
+        learned=canary.learned if canary else (),
+        per_request=packed,
+        canary_rows=canary.rows if canary else frozenset(),
+    )
     return ds.map_batches(
         TagStage,
         fn_constructor_kwargs={

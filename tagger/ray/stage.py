@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tagger.config import RunConfig
+from tagger.config import ClientConfig, RunConfig
 from tagger.errors import BudgetExceeded, CacheWriteError, SendingStopped, TaggerError
 from tagger.files.abstracts import Abstract
 from tagger.files.rows import build_row
@@ -42,6 +43,7 @@ from tagger.ray.records import (
     tagged_record,
 )
 from tagger.sending.client import LLMClient
+from tagger.sending.params import RequestRules
 from tagger.usage import NO_USAGE
 
 log = logging.getLogger(__name__)
@@ -64,6 +66,9 @@ class StageSettings:
     base_urls: tuple[str, ...] = ()  # a fleet: each actor sends to one, round robin
     learned: tuple[str, ...] = ()  # what the driver's canary taught (tagger.sending.params)
     per_request: int = 1  # abstracts per request: each actor packs its own records
+    # The rows whose answer the driver's canary got this run (skip tokens): in the cache, and
+    # written as this run's answers, not as cached ones (tagger.ray.canary).
+    canary_rows: frozenset[str] = frozenset()
 
     @classmethod
     def from_plan(
@@ -72,19 +77,11 @@ class StageSettings:
         base_urls: tuple[str, ...] = (),
         learned: tuple[str, ...] = (),
         per_request: int = 1,
+        canary_rows: frozenset[str] = frozenset(),
     ) -> StageSettings:
         """The parts of a plan loaded on the driver."""
-        return cls(
-            plan.config,
-            plan.prompt,
-            plan.taxonomy,
-            plan.synonyms,
-            plan.key_base,
-            plan.key_run_part,
-            base_urls,
-            learned,
-            per_request,
-        )
+        parts = (plan.prompt, plan.taxonomy, plan.synonyms, plan.key_base, plan.key_run_part)
+        return cls(plan.config, *parts, base_urls, learned, per_request, canary_rows)
 
     def plan(self) -> RunPlan:
         """The run plan, rebuilt from its parts."""
@@ -101,6 +98,13 @@ class StageSettings:
         )
 
 
+def stage_rules(
+    client: ClientConfig, params: Mapping[str, Any], learned: Sequence[str]
+) -> RequestRules:
+    """What the stage sends: the family's params, what the canary taught (its bodies too)."""
+    return request_rules(client, params, learned)
+
+
 class RecordTagger:
     """Tags batches of records in one event loop: one client, gate, mode probe and cache."""
 
@@ -111,6 +115,7 @@ class RecordTagger:
         base_url: str | None,
         learned: tuple[str, ...] = (),
         per_request: int = 1,
+        canary_rows: frozenset[str] = frozenset(),
     ) -> None:
         config = plan.config
         client_config = config.client
@@ -118,9 +123,9 @@ class RecordTagger:
             client_config = client_config.model_copy(update={"base_url": base_url})
         self.plan = plan
         self.gate = ClusterGate(link, config.concurrency)
-        # The model family's params, and what the canary's refusals taught.
-        rules = request_rules(client_config, plan.prompt.params, learned)
+        rules = stage_rules(client_config, plan.prompt.params, learned)
         self.client = LLMClient(client_config, self.gate, rules)
+        self._canary_rows = canary_rows
         # Packs (tagger.pipeline.packing) of the records this actor has waiting, as locally.
         probe = ModeProbe(config.mode, warm_up=per_request > 1)
         single = ItemTagger.for_plan(plan, self.client, probe)
@@ -157,7 +162,8 @@ class RecordTagger:
                 if mark_skipped:
                     jobs.append(skipped_record(key, abstract))
                 continue
-            jobs.append(asyncio.ensure_future(self._row(abstract, key, inflight)))
+            fresh = token in self._canary_rows  # answered by the driver's canary this run
+            jobs.append(asyncio.ensure_future(self._row(abstract, key, inflight, fresh)))
         try:
             return [job if isinstance(job, dict) else await job for job in jobs]
         finally:
@@ -167,11 +173,15 @@ class RecordTagger:
             await self.gate.flush()
 
     async def _row(
-        self, abstract: Abstract, key: str, inflight: dict[str, asyncio.Future[Outcome]]
+        self,
+        abstract: Abstract,
+        key: str,
+        inflight: dict[str, asyncio.Future[Outcome]],
+        fresh: bool = False,
     ) -> dict[str, Any]:
         cache_key = key  # the row's key is the answer cache's
-        outcome = self._cached(cache_key)
-        cached = outcome is not None
+        outcome = self._cached(cache_key, fresh)
+        cached = outcome is not None and not fresh
         shared = False
         if outcome is None:
             earlier = inflight.get(cache_key)
@@ -195,10 +205,11 @@ class RecordTagger:
         )
         return tagged_record(key, row)
 
-    def _cached(self, cache_key: str) -> Outcome | None:
+    def _cached(self, cache_key: str, fresh: bool = False) -> Outcome | None:
         # --refresh asks again once per abstract and run, as a local run does; the answer it
-        # stored then serves that abstract's duplicates.
-        if self.cache is None or (self.plan.config.refresh and cache_key not in self._refreshed):
+        # stored then serves that abstract's duplicates (and the canary's is of this run).
+        refreshed = fresh or cache_key in self._refreshed
+        if self.cache is None or (self.plan.config.refresh and not refreshed):
             return None
         return entry_outcome(self.cache.get(cache_key))
 
@@ -287,7 +298,8 @@ class TagStage:
                 urls = self._settings.base_urls
                 url = urls[await link.endpoint(len(urls))] if urls else None
                 settings = self._settings
-                tagger = RecordTagger(self._plan, link, url, settings.learned, settings.per_request)
+                tagger = RecordTagger(self._plan, link, url, settings.learned,
+                                      settings.per_request, settings.canary_rows)  # fmt: skip
                 await asyncio.to_thread(tagger.client.warm)  # before any permit is taken
                 self._tagger = tagger
         return self._tagger
