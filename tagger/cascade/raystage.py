@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,15 @@ def ray_stages(how: Any, prices: PriceTable, total: int) -> StageDriver:
     async def drive(
         config: RunConfig, scan: InputScan, rows: RowWriter, sink: ProgressSink, *, batch: bool
     ) -> RunStats:
-        return run_stage(config, scan, rows, sink, prices, how, total)
+        from tagger.ray.canary import send_ray_canary
+        from tagger.sending.models import settled_model
+
+        # As `tagger run --ray` does, before Ray is joined: the model judged once, then the
+        # stage's first requests sent from here (tagger.ray.canary); what they taught goes
+        # to every actor, what they cost counts against the stage's caps.
+        config = await settled_model(config)
+        canary = await send_ray_canary(RunPlan.load(config), scan, frozenset(), prices)
+        return run_stage(config, scan, rows, sink, prices, how, total, canary)
 
     return drive
 
@@ -53,11 +62,14 @@ def run_stage(
     prices: PriceTable,
     how: Any,
     total: int,
+    canary: Any = None,
 ) -> RunStats:
-    """Tag the scan's abstracts (a SubsetScan's wanted ones) on Ray into `rows`."""
+    """Tag the scan's abstracts (a SubsetScan's wanted ones) on Ray into `rows`; `canary`:
+    the stage's canary (tagger.ray.canary.RayCanary), already sent."""
     import ray
 
     from tagger.ray.actors import limiter_stats, start_limiter
+    from tagger.ray.canary import count_canary
     from tagger.ray.cluster import actor_cpus, connect, job_failure
     from tagger.ray.dataset import DEFAULT_ACTOR_CPUS, limits_of, tag_dataset_with
 
@@ -65,7 +77,8 @@ def run_stage(
     plan = RunPlan.load(config)
     connect(how.address)
     wanted = _bitmap(scan, total)
-    limiter = start_limiter(limits_of(config, prices))
+    prepaid = (canary.report.requests, canary.report.usage) if canary else (0, NO_USAGE)
+    limiter = start_limiter(replace(limits_of(config, prices), prepaid=prepaid))
     stats = RunStats(mode=None)
     seen = bytearray((total + 7) // 8)
     try:
@@ -79,6 +92,7 @@ def run_stage(
             actor_cpus=actor_cpus(how.actors, DEFAULT_ACTOR_CPUS),
             base_urls=how.base_urls,
             limiter=limiter,
+            canary=canary,
         )
         progress.started(lambda: LiveCounts(0, 0, 0.0))
         try:
@@ -120,6 +134,8 @@ def run_stage(
     stats.service_tiers = list(workers.service_tiers)
     stats.adaptations = list(workers.adaptations)
     stats.mode = workers.mode
+    if canary is not None:
+        count_canary(stats, canary.report, config, prices)
     stats.duration = time.monotonic() - started
     progress.finished(stats)
     return stats
