@@ -181,3 +181,16 @@ def test_a_refusal_with_terminal_escapes_is_one_plain_line(tagger_cli: TaggerCLI
     message = one_line(result.stderr)
     assert "nothing was uploaded" in message and "\\x1b[2J" in message
     _nothing_uploaded(tagger_cli)
+
+
+def test_the_canary_keeps_within_max_requests(tagger_cli: TaggerCLI) -> None:
+    # Refused once for a parameter, it would ask again: not past --max-requests 1.
+    fake = tagger_cli.fake
+    fake.owned_by = "vllm"
+    fake.model_rules["acme-reasoner"] = ModelRules(True, ("low", "medium"), "medium")
+    result = batch_run(tagger_cli, "--model", "acme-reasoner", "--max-requests", 1,
+                       inputs=[tagger_cli.small_input(3)])  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert len(tagger_cli.chats()) == 1, "sent past --max-requests"
+    _nothing_uploaded(tagger_cli)
+    assert all("--max-requests 1 reached" in row["error"] for row in tagger_cli.rows())

@@ -352,3 +352,25 @@ def test_ctrl_c_mid_pack_keeps_the_packs_on_the_wire_and_sends_nothing_more(
     rerun = llm.chats()[sent:]
     assert sum(_sizes(rerun)) == 60 - 9
     assert all(r["status"] == "ok" for r in read_rows(out))
+
+
+@pytest.mark.parametrize("forced", [False, True], ids=["detected", "forced"])
+def test_a_server_that_refuses_the_mode_for_a_pack_never_hangs_the_run(
+    tagger_cli: TaggerCLI, tagger_fake: FakeLLM, forced: bool
+) -> None:
+    def refuse_from_now_on(user: str, body: dict[str, Any]) -> dict[str, Any]:
+        tagger_fake.json_schema_support = "reject_400"  # the probe was answered; packs are not
+        return body
+
+    tagger_fake.reply_hook = refuse_from_now_on
+    mode = ("--mode", "json_schema") if forced else ()
+    out = tagger_cli.tmp / "refused" / "out.jsonl"
+    result = tagger_cli.run("--model", MODEL, "--per-request", 8, *mode, out=out)
+    if forced:  # the mode the user forced is refused: one line, exit 2, every row written
+        assert result.exit_code == 2, result.output
+        assert "rejected --mode json_schema" in result.output
+    else:  # the next mode, each abstract alone
+        assert result.exit_code == 0, result.output
+        rows = tagger_cli.rows(out)
+        assert all(r["status"] == "ok" for r in rows) and len(rows) == SEEDS
+        assert tagger_cli.manifest(out)["mode"] == "json_object_schema"

@@ -30,7 +30,7 @@ from tagger.pipeline.policy import ItemPolicy
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.sending.client import LLMClient
-from tagger.sending.gate import SendGate
+from tagger.sending.gate import SendGate, SpendGuard
 from tagger.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -152,7 +152,14 @@ class BatchRounds:
         if config.max_cost is not None and state.estimated_cost >= config.max_cost:
             return
         rules = round_rules(state, self.plan)
-        client = LLMClient(config.client, SendGate(concurrency=1), rules, model_checked=True)
+        model = config.client.model
+        guard = SpendGuard(  # what the job's rounds left of the limits, at live prices
+            None if config.max_requests is None else config.max_requests - state.submitted_requests,
+            None if config.max_cost is None else config.max_cost - state.estimated_cost,
+            lambda used: self.prices.cost(model, used),
+        )
+        gate = SendGate(concurrency=1, guard=guard)
+        client = LLMClient(config.client, gate, rules, model_checked=True)
         lines = canary_lines(state, self.plan, self.abstracts(), self._next_round, rules)
         try:
             # Shapes are derived from the lines about to be written, never read from the job

@@ -162,7 +162,11 @@ class PackingTagger:
                 elif len(taken) == 1:
                     await self._alone(taken[0], ItemState())
                 else:
-                    await self._pack(taken)
+                    try:
+                        await self._pack(taken)
+                    except Exception as exc:  # a forced mode refused, a bug: never a hang
+                        for waiting in taken:
+                            _settle(waiting, exc)
         finally:
             self._running -= 1
 
