@@ -310,3 +310,19 @@ def test_tag_runs_a_cascade_with_the_same_options(llm: FakeLLM, tmp_path: Path) 
     assert {row.cascade_role for row in run.rows} <= {"kept", "sampled", "escalated"}
     assert run.manifest["cascade"]["certificate_holds"]
     assert run.stats.requests == len(llm.chats())
+
+
+@pytest.mark.parametrize("support", ["ignore", "reject_400"])
+def test_a_cheap_model_giving_no_logprobs_stops_before_the_strong_one_is_paid(
+    tagger_cli: TaggerCLI, tmp_path: Path, support: str
+) -> None:
+    # gpt-6-luna's table row says it takes logprobs at effort none (OpenAI's GPT-6 deployment
+    # checklist implies it; its own page does not say): a server that ignores or refuses them
+    # must leave the cascade safe, not escalate every row to the strong model.
+    tagger_cli.fake.logprobs_support = support
+    inputs = write_inputs(tmp_path / "in.jsonl", 4)
+    args = ("--cascade", f"gpt-6-luna,{STRONG_MODEL}", "--target", "0.9")
+    result = tagger_cli.run(*args, inputs=[inputs.path])
+    assert result.exit_code == 2, result.output
+    assert "returned no logprobs" in result.output and result.output.count("Error:") == 1
+    assert {_asked(r)[0] for r in tagger_cli.fake.chats()} == {"gpt-6-luna"}

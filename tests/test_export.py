@@ -49,6 +49,7 @@ def make_row(index: int, **answer: Any) -> dict[str, Any]:
         "completion_tokens": 20,
         "cached_input_tokens": 0,
         "reasoning_tokens": 0,
+        "cache_write_tokens": 0,
         "batch_id": None,
         "served_model": "gpt-4o-mini-2024-07-18",
         "cascade_role": None,

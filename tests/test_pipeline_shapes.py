@@ -44,7 +44,7 @@ def test_live_request_body_is_the_one_build_request_makes(
     messages = render_messages(plan.prompt, plan.taxonomy, plan.schema, seed_texts()[0], None, mode)
     # The parameters as the run's rules send them to this model (tagger.sending.params).
     params = plan.prompt.params
-    rules = request_rules(plan.config.client, params)
+    rules = request_rules(plan.config.client, params, plan=plan)
     assert first == build_request(row["model"], messages, mode, plan.schema, params, rules=rules)
     echoed = repair["messages"][len(messages)]["content"]
     problems = repair["messages"][-1]["content"].splitlines()[0].split(": ", 1)[1]
@@ -91,7 +91,13 @@ def test_repair_messages_echo_the_reply_and_ask_for_a_correction() -> None:
     }
 
 
-TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "cached_input_tokens", "reasoning_tokens")
+TOKEN_FIELDS = (
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_input_tokens",
+    "reasoning_tokens",
+    "cache_write_tokens",
+)
 
 
 def _entries(cache_dir: Path) -> list[dict[str, Any]]:

@@ -96,7 +96,8 @@ def test_prices_command_lists_rows_and_names_the_row_of_a_model() -> None:
     one = invoke(["prices", "gpt-4o-mini-2024-07-18"])
     assert one.exit_code == 0, one.output
     lines = one.stdout.splitlines()
-    assert len(lines) == 3 and lines[2].split()[:4] == ["gpt-4o-mini", "0.15", "0.075", "0.6"]
+    # name, input, cached input, cache write (none: the input price), output
+    assert len(lines) == 3 and lines[2].split()[:5] == ["gpt-4o-mini", "0.15", "0.075", "-", "0.6"]
     unknown = invoke(["prices", "gpt-4o-mnii"])
     assert unknown.exit_code == 2
     assert "closest priced: gpt-4o-mini" in one_line(unknown.stderr)

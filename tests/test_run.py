@@ -10,7 +10,7 @@ import openai
 import pytest
 
 from tagger import defaults
-from tests.fakeserver import Recorded, first_user_message
+from tests.fakeserver import Recorded, count_prompt_tokens, first_user_message
 from tests.harness import (
     PROMPTS_DIR,
     SEEDS_DIR,
@@ -94,8 +94,7 @@ def test_seeds_end_to_end(tagger_cli: TaggerCLI) -> None:
     # Token counts are the server's usage figures (the fake counts chars // 4 + 1).
     for row in rows:
         request = _request_for(str(row["abstract"]), requests)
-        chars = sum(len(m["content"]) for m in (request.body or {})["messages"])
-        assert row["prompt_tokens"] == chars // 4 + 1
+        assert row["prompt_tokens"] == count_prompt_tokens(request.body or {})
         assert isinstance(row["completion_tokens"], int) and row["completion_tokens"] > 0
 
     manifest = tagger_cli.manifest()
