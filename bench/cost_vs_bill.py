@@ -1,6 +1,6 @@
 """The cost estimate against the bill, the bill against the floor, and the cheapest setup.
 
-    python bench/cost_vs_bill.py [--model gpt-5.4-nano] [--setups SETUP,...] [--thousand]
+    python bench/cost_vs_bill.py [--model MODEL] [--setups SETUP,...] [--thousand]
 
 A setup is PROMPT[:K][:live|flex|batch] (K: abstracts per request, --per-request; a batch's
 lines ask about one abstract each). For each, on the 57 seed abstracts: the dry run's estimate,
@@ -25,6 +25,7 @@ from pathlib import Path
 
 from common import ROOT, run_args, run_tagger, seed_texts
 
+from tagger import defaults
 from tagger.files.abstracts import scan
 from tagger.options import RunOptions
 from tagger.pipeline.forecast import dry_run
@@ -41,7 +42,7 @@ DEFAULT_SETUPS = (
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--model", default="gpt-5.4-nano")
+    parser.add_argument("--model", default=defaults.MODEL, help="default: tagger's default")
     parser.add_argument("--setups", default=DEFAULT_SETUPS)
     parser.add_argument("--thousand", action="store_true", help="also the cost per 1,000")
     args = parser.parse_args()

@@ -190,14 +190,16 @@ class PriceTable:
         None if the model is not priced. They add up to cost().
 
         Each prompt token is billed once: cached, written to the cache, or plain input (OpenAI:
-        "cache-write pricing is not an additive fee"); counts beyond the prompt are cut to it.
+        "cache-write pricing is not an additive fee"); counts beyond the prompt are cut to it,
+        the dearer way (written first: a price file's write price is never below its input
+        price, nor its cached price above it).
         """
         price = self._priced(model, batch=batch, flex=flex)
         if price is None:
             return None
         prompt = max(0, usage.prompt_tokens)
-        cached = min(max(0, usage.cached_input_tokens), prompt)
-        written = min(max(0, usage.cache_write_tokens), prompt - cached)
+        written = min(max(0, usage.cache_write_tokens), prompt)
+        cached = min(max(0, usage.cached_input_tokens), prompt - written)
         completion = max(0, usage.completion_tokens)
         reasoning = min(max(0, usage.reasoning_tokens), completion)
         cached_price = price.input if price.cached_input is None else price.cached_input

@@ -137,16 +137,15 @@ def at_least(reported: Usage, estimate: Usage) -> Usage:
     """Each count as reported, but no less than the estimate's (a reply whose usage is junk)."""
     prompt = max(reported.prompt_tokens, estimate.prompt_tokens)
     completion = max(reported.completion_tokens, estimate.completion_tokens)
-    # Fewer cached tokens is the dearer reading: never more than were reported. More written
-    # ones is (a write costs at least the input price), within what is not cached.
-    cached = min(reported.cached_input_tokens, prompt)
-    written = max(reported.cache_write_tokens, estimate.cache_write_tokens)
+    # More written tokens is the dearer reading (a write costs at least the input price),
+    # fewer cached ones too: never more cached than reported, within what is not written.
+    written = min(max(reported.cache_write_tokens, estimate.cache_write_tokens), prompt)
     return Usage(
         prompt,
         completion,
-        cached,
+        min(reported.cached_input_tokens, prompt - written),
         min(max(reported.reasoning_tokens, estimate.reasoning_tokens), completion),
-        min(written, prompt - cached),
+        written,
     )
 
 

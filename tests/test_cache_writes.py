@@ -43,9 +43,7 @@ def tagger_fake(fake_server: StartFake) -> FakeLLM:
 
 
 def _plan(model: str = MODEL, **options: Any) -> RunPlan:
-    config = RunOptions(
-        model=model, prompts_dir=PROMPTS_DIR, api_key=TEST_KEY, **options
-    ).config()
+    config = RunOptions(model=model, prompts_dir=PROMPTS_DIR, api_key=TEST_KEY, **options).config()
     return RunPlan.load(config)
 
 
@@ -99,11 +97,12 @@ def test_written_tokens_are_billed_once_at_the_write_price() -> None:
 
 def test_nothing_is_billed_twice_when_counts_overlap() -> None:
     table = PriceTable()
-    # Cached and written together above the prompt: each prompt token still billed once.
+    # Cached and written together above the prompt: each prompt token still billed once, the
+    # dearer way (written first).
     parts = table.cost_parts("gpt-6-luna", Usage(1000, 0, 800, 0, 900))
     assert parts is not None and parts["input"] == 0
-    assert parts["cached_input"] == pytest.approx(800 * 0.01 / 1e6)
-    assert parts["cache_write"] == pytest.approx(200 * 0.125 / 1e6)
+    assert parts["cached_input"] == pytest.approx(100 * 0.01 / 1e6)
+    assert parts["cache_write"] == pytest.approx(900 * 0.125 / 1e6)
 
 
 @pytest.mark.parametrize(
@@ -182,7 +181,9 @@ def test_cached_and_written_above_the_prompt_are_doubted() -> None:
         {**BASE, "prompt_tokens_details": {"cached_tokens": 2000, "cache_write_tokens": 2000}}
     )
     assert not believed
-    assert usage.cached_input_tokens == 2000 and usage.cache_write_tokens == 1000
+    # The dearer reading of the contradiction: every reported write, the cached tokens within
+    # the rest (not 2,000 cached and 1,000 written).
+    assert usage.cached_input_tokens == 1000 and usage.cache_write_tokens == 2000
     assert read_usage({**BASE, "prompt_tokens": 10**30})[0].prompt_tokens == MAX_REPLY_TOKENS
 
 

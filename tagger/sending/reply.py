@@ -118,9 +118,11 @@ def read_usage(raw: object) -> tuple[Usage, bool]:
     )
     believed = sane_prompt and sane_completion and sane_cached and sane_reasoning and sane_written
     believed = believed and cached + written <= prompt and reasoning <= completion
-    cached = min(cached, prompt)
+    # Counts that overlap are read the dearer way: written first (a write costs at least the
+    # input price, a cached token less), the cached ones within what is left.
+    written = min(written, prompt)
     usage = Usage(
-        prompt, max(completion, reasoning), cached, reasoning, min(written, prompt - cached)
+        prompt, max(completion, reasoning), min(cached, prompt - written), reasoning, written
     )
     return usage, believed
 
