@@ -309,20 +309,44 @@ def test_max_requests_counts_lines(tagger_cli: TaggerCLI) -> None:
     assert all("--max-requests 3" in r["error"] for r in rows if r["status"] != "ok")
 
 
+def _held(cli: TaggerCLI, name: str) -> float:
+    """What a job holds against --max-cost once submitted (its canary's bill and every line at
+    its worst), from the same job submitted and left (--detach) in a cache of its own."""
+    out, cache = cli.tmp / name / "out.jsonl", cli.tmp / name / "cache"
+    result = batch_run(cli, "--model", MODEL, "--per-request", 8, "--detach", out=out,
+                       cache_dir=cache)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    held: float = _job(cache)["estimated_cost"]
+    return held
+
+
 def test_max_cost_holds_each_line_at_its_worst(tagger_cli: TaggerCLI) -> None:
-    # What every line is held at, from the same job in a cache of its own.
-    _batch(tagger_cli, "full", "--per-request", 8)
-    held = _job(tagger_cli.tmp / "full" / "cache")["estimated_cost"]
-    cap = held * 0.6
+    cap = _held(tagger_cli, "full") * 0.6
     rows, manifest = _batch(tagger_cli, "capped", "--per-request", 8, "--max-cost", cap, code=1)
     job = _job(tagger_cli.tmp / "capped" / "cache")
-    assert job["estimated_cost"] <= cap  # what it holds: the worst its lines can be billed
+    assert job["estimated_cost"] <= cap  # what it spent: the canary and the lines' bill
+    assert not any(record.get("held") for record in job["batches"])  # collected: nothing held
     assert manifest["estimated_cost_usd"] <= cap
     assert 0 < manifest["ok"] < SEEDS and manifest["failed"] == 0
     assert all("--max-cost" in r["error"] for r in rows if r["status"] != "ok")
     # A pack over what is left is split: abstracts alone where one fits.
     sizes = _line_sizes(tagger_cli.fake)[-1]
     assert 8 in sizes and 1 in sizes, sizes
+
+
+def test_a_collected_batch_holds_its_bill_not_its_worst(
+    tagger_cli: TaggerCLI, tagger_fake: FakeLLM
+) -> None:
+    # The cap holds the first round at its worst; once collected, its bill replaces that,
+    # so the repair turn's line fits in what the cheaper bill left.
+    _held(tagger_cli, "warm")  # the fake now has the prefix cached: canaries bill alike
+    cap = _held(tagger_cli, "held") * 1.001  # less than any line's worst over the hold
+    tagger_fake.reply_hook = _break_one(seed_texts()[20][:60], "invalid")
+    _, manifest = _batch(tagger_cli, "capped", "--per-request", 8, "--max-cost", cap)
+    assert manifest["ok"] == SEEDS and manifest["repairs"] == 1
+    assert _line_sizes(tagger_cli.fake)[-2:] == [[8] * 6 + [1], [1]]
+    job = _job(tagger_cli.tmp / "capped" / "cache")
+    assert job["estimated_cost"] == pytest.approx(manifest["estimated_cost_usd"], rel=1e-6)
 
 
 def test_file_limits_count_lines_not_abstracts(tagger_cli: TaggerCLI) -> None:

@@ -35,7 +35,8 @@ class SpendCap:
     A batch is billed once its lines are answered, hours later, and cannot be stopped on the
     way: so each line is held at its worst case, its prompt uncached and every token its limit
     allows (a pack's: the per-answer limit times its abstracts), as a live request is held
-    while in flight; the job keeps what it held (a rerun with a higher limit goes on).
+    while in flight, until its batch is collected and its bill replaces what it held
+    (tagger.batch.rounds); the job keeps what it spent (a rerun with a higher limit goes on).
     """
 
     def __init__(self, config: RunConfig, prices: PriceTable, state: JobState) -> None:
@@ -49,12 +50,16 @@ class SpendCap:
         limit = self.config.max_requests
         return limit is not None and self.state.submitted_requests >= limit
 
+    def worst(self, estimate: RequestEstimate) -> float:
+        """The most a line can be billed, at batch prices."""
+        return self.prices.cost(self.config.client.model, estimate.worst(), batch=True) or 0.0
+
     def refusal(self, estimate: RequestEstimate) -> str | None:
         """Why this line may not be submitted, or None (and then it is counted as spent)."""
         config, state = self.config, self.state
         if self.requests_spent:
             return f"--max-requests {config.max_requests} reached"
-        cost = self.prices.cost(config.client.model, estimate.worst(), batch=True) or 0.0
+        cost = self.worst(estimate)
         if config.max_cost is not None and state.estimated_cost + cost > config.max_cost:
             return f"--max-cost ${config.max_cost:g} reached"
         state.submitted_requests += 1
@@ -86,9 +91,12 @@ class InputFiles:
         self._path = folder
         self._bytes = 0
 
-    def add(self, custom_id: str, body: dict[str, object], keys: Sequence[str] = ()) -> None:
+    def add(
+        self, custom_id: str, body: dict[str, object], keys: Sequence[str] = (), held: float = 0.0
+    ) -> None:
         """Append one request line, starting a new file when this one is full; `keys`: the
-        abstracts a pack line asks about (a line about one is named by its own)."""
+        abstracts a pack line asks about (a line about one is named by its own); `held`: what
+        it is held at against --max-cost."""
         line = request_line(custom_id, body)
         line += b"\n"
         if len(line) > self.max_bytes:
@@ -106,6 +114,7 @@ class InputFiles:
         assert self._stream is not None
         self._write(line)
         current.custom_ids.append(custom_id)
+        current.held += held
         if len(keys) > 1:
             current.packs[custom_id] = list(keys)
 
@@ -251,7 +260,7 @@ def build_round(
                 for item in line.items:
                     _not_run(item, refusal)
                 continue
-            files.add(line.custom_id, planner.body(line, sent_as), line.keys)
+            files.add(line.custom_id, planner.body(line, sent_as), line.keys, cap.worst(estimate))
             expected = estimate.expected()
             shares = line.shares(Usage(expected.prompt_tokens, expected.completion_tokens))
             for item, share, own in zip_longest(line.items, shares, line.own_tokens):

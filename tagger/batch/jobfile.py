@@ -91,6 +91,8 @@ class BatchRecord(BaseModel):
     status: Annotated[str, StringConstraints(max_length=40)] = "built"  # then the API's status
     request_counts: Tokens = Field(default_factory=dict)
     collected: bool = False
+    # What its lines are held at against --max-cost until it is collected (then its bill).
+    held: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
     error: Text | None = None  # a batch-level failure (token_limit_exceeded, ...)
 
     @model_validator(mode="after")

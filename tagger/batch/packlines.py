@@ -14,28 +14,38 @@ by the splitter against the pack's size; nothing a server or a job file says can
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from tagger.batch.items import apply, policy_state
-from tagger.batch.jobfile import BatchRecord, ItemState
+from tagger.batch.jobfile import BatchRecord, ItemState, JobState
 from tagger.pipeline.pack import split_pack
 from tagger.pipeline.packing import PACK_GIVE_UP
 from tagger.pipeline.packshare import share_usage
-from tagger.pipeline.policy import Action
+from tagger.pipeline.policy import Action, Decision, ItemPolicy
 from tagger.sending.reply import Reply
 from tagger.usage import NO_USAGE, Usage
 
-if TYPE_CHECKING:
-    from tagger.batch.collect import Collector
-
-__all__ = ["PackLines"]
+__all__ = ["Judge", "PackLines"]
 log = logging.getLogger(__name__)
+
+
+class Judge(Protocol):
+    """What collects a batch (tagger.batch.collect.Collector), as the pack lines use it."""
+
+    state: JobState
+    policy: ItemPolicy
+
+    def is_waiting(self, item: ItemState, record: BatchRecord) -> bool: ...
+
+    def judged(
+        self, key: str, item: ItemState, record: BatchRecord, decision: Decision, reply: Reply
+    ) -> None: ...
 
 
 class PackLines:
     """The pack lines of the batch a Collector collects."""
 
-    def __init__(self, collector: Collector) -> None:
+    def __init__(self, collector: Judge) -> None:
         self.collector = collector
         self.state = collector.state
         self.policy = collector.policy

@@ -237,7 +237,15 @@ class BatchRounds:
                 item.attempts -= 1
         record.collected = True
         record.error = f"input file {path} was gone before upload: rebuilt"
+        self._release(record, 0.0)
         self.save()
+
+    def _release(self, record: BatchRecord, billed: float | None) -> None:
+        """A collected batch's lines are no longer held at their worst against --max-cost:
+        what they were billed is spent instead (lines never run, nothing)."""
+        state = self.state
+        state.estimated_cost = max(0.0, state.estimated_cost - record.held) + (billed or 0.0)
+        record.held = 0.0
 
     async def _poll(self) -> None:
         changed = False
@@ -269,7 +277,10 @@ class BatchRounds:
             if file_id:
                 lines.extend(line for _, line in jsonl_lines(await self.api.content(file_id)))
         record.error = "; ".join(f"{code}: {message}" for code, message in info.errors) or None
+        before = Usage.from_fields(self.state.usage)
         self.collector.collect(record, info, lines)
+        billed = Usage.from_fields(self.state.usage) - before
+        self._release(record, self.prices.cost(self.config.client.model, billed, batch=True))
         self.save()  # answers are in the cache; the job now says so too
         log.info("collected batch %s (%s)", record.batch_id, info.status)
 
