@@ -78,12 +78,12 @@ def main() -> int:
             if args.thousand:
                 big = _run(thousand, prompt, size, tier, args.model, Path(tmp))
                 per_1000 = big["estimated_cost_usd"] / big["ok"] * 1000
-                line += f" · per 1,000 ${per_1000:.4f} (bill/floor {big['floor']['bill_to_floor']})"
+                line += f" · per 1,000 ${per_1000:.5f} (bill/floor {big['floor']['bill_to_floor']})"
                 cheapest = min(cheapest, (per_1000, setup))
             print(line, flush=True)
     print(f"largest estimate error: {100 * worst:.1f}% (goal: within 15%)")
     if args.thousand:
-        print(f"cheapest per 1,000: {cheapest[1]} ${cheapest[0]:.4f}")
+        print(f"cheapest per 1,000: {cheapest[1]} ${cheapest[0]:.5f}")
     return 0 if worst <= 0.15 else 1
 
 
