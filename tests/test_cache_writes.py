@@ -295,7 +295,8 @@ def test_the_default_models_estimate_is_within_15_percent_of_its_bill(
     assert config.client.model == MODEL  # the default
     report = dry_run(config, scan([SEEDS_DIR]), PriceTable())
     assert report.usage.cache_write_tokens > 0 and "written once" in report.cache_note
-    expected = PriceTable().cost(MODEL, report.usage, batch=batch)
+    # A batch's first line goes live as its canary, the rest at Batch API prices.
+    expected = report.batch_cost if batch else PriceTable().cost(MODEL, report.usage)
     packing = () if batch else ("--per-request", 8)
     result = batch_run(tagger_cli, *packing) if batch else tagger_cli.run(*packing)
     assert result.exit_code == 0, result.output
@@ -312,6 +313,19 @@ def test_the_default_models_estimate_is_within_15_percent_of_its_bill(
     rows = tagger_cli.rows()
     for field in ("prompt_tokens", "cached_input_tokens", "cache_write_tokens"):
         assert sum(r[field] for r in rows) == manifest[field], field  # rows add up to the bill
+
+
+def test_if_no_request_reads_the_cache_each_writes_the_shared_part_again() -> None:
+    # OpenAI promises no hits: the dry run's "if nothing is cached" is the dearer case where a
+    # model bills writes, every request writing what it would have read, not plain input.
+    config = RunOptions(prompts_dir=PROMPTS_DIR, api_key=TEST_KEY, no_cache=True).config()
+    report = dry_run(config, scan([SEEDS_DIR]), PriceTable())
+    usage = report.usage
+    assert usage.cached_input_tokens > 0 and usage.cache_write_tokens > 0
+    written = usage.cached_input_tokens + usage.cache_write_tokens
+    every_write = Usage(usage.prompt_tokens, usage.completion_tokens, 0, 0, written)
+    assert report.uncached_cost == pytest.approx(PriceTable().cost(MODEL, every_write))
+    assert report.cost is not None and report.uncached_cost > report.cost
 
 
 def test_an_unmarked_request_is_estimated_as_writing_its_whole_prompt() -> None:

@@ -91,8 +91,14 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
     tier = config.client.service_tier or "default"
     flex = tier == "flex"
     usage = total.usage
-    # Nothing read from the cache, nothing written to it: every prompt token at the input price.
-    uncached = Usage(usage.prompt_tokens, usage.completion_tokens, 0, usage.reasoning_tokens)
+    # No request reads the cache (OpenAI promises no hits): what would have been read is plain
+    # input, or, where writes are billed, written again by every request (each pays the write).
+    written = usage.cache_write_tokens + (
+        usage.cached_input_tokens if usage.cache_write_tokens else 0
+    )
+    uncached = Usage(
+        usage.prompt_tokens, usage.completion_tokens, 0, usage.reasoning_tokens, written
+    )
     batch_cost = None
     if config.batch is not None:
         canary = prices.cost(model, total.first)
