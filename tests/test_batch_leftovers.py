@@ -104,10 +104,12 @@ def test_without_an_expiry_a_repair_still_goes_into_a_batch_round(
 
 def _billed_at_worst(prompt: int, limit: int) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
     """A reply hook billing every answer what its request is held at: tagger's prompt estimate,
-    nothing cached, and its whole token limit."""
+    nothing cached, every prompt token written to the cache (the dearest a prompt token is
+    billed on a model that bills writes, as the default does), and its whole token limit."""
 
     def hook(user: str, body: dict[str, Any]) -> dict[str, Any]:
         body["usage"].update(prompt_tokens=prompt, completion_tokens=limit)
+        body["usage"]["prompt_tokens_details"] = {"cached_tokens": 0, "cache_write_tokens": prompt}
         return body
 
     return hook
