@@ -17,6 +17,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
+import json
+import os
+import re
+import statistics
 import sys
 import time
 import urllib.request
@@ -28,7 +33,7 @@ from tagger.config import ClientConfig, Mode, RunConfig
 from tagger.prompting.plan import RunPlan
 from tagger.ray.actors import Limits, RayLink, start_limiter
 from tagger.ray.gate import ClusterGate
-from tagger.ray.limiter import Report
+from tagger.ray.messages import Report
 from tagger.sending.client import AttemptBudget, LLMClient
 
 
@@ -83,8 +88,6 @@ async def simulate(url: str, actors: int, per_minute: int, seconds: float, concu
     await asyncio.gather(*(actor(number) for number in range(actors)))
     wall = time.perf_counter() - began
     with urllib.request.urlopen(url + "/stats", timeout=5) as response:
-        import json
-
         counts = json.load(response)
     ok = int(counts["by_status"].get("200", 0))
     limited = int(counts["by_status"].get("429", 0))
@@ -126,19 +129,27 @@ def cli_run(actors: int, per_minute: int, busy: int, items: int, concurrency: in
     try:
         with tempfile.TemporaryDirectory() as tmp:
             source = write_abstracts(Path(tmp) / "in.jsonl", items)
-            with fake_server("--rpm", str(per_minute), "--window", "60", "--per-second") as (
-                proc,
-                url,
-            ):
+            trace = Path(tmp) / "server.jsonl"
+            limits = ["--rpm", str(per_minute), "--window", "60", "--per-second"]
+            with fake_server(*limits, "--trace", str(trace)) as (proc, url):
                 args = run_args(source, Path(tmp) / "out.jsonl", url, "--no-cache")
                 args += ["--rpm", str(per_minute), "--concurrency", str(concurrency)]
                 args += ["--ray", "--ray-actors", str(actors), "-q"]
+                logs = Path(tmp) / "logs"
+                logs.mkdir()
+                env = {**os.environ, "TAGGER_BENCH_LOG_DIR": str(logs)}
+                env["PYTHONPATH"] = os.pathsep.join(
+                    filter(None, [str(Path(__file__).parent / "raytrace"), env.get("PYTHONPATH")])
+                )
                 began = time.perf_counter()
                 done = subprocess.run(
-                    [sys.executable, "-m", "tagger", *args], capture_output=True, text=True
+                    [sys.executable, "-m", "tagger", *args], capture_output=True, text=True, env=env
                 )
                 wall = time.perf_counter() - began
                 counts = server_stats(proc)
+            gaps = idle_gaps(trace, per_minute)
+            manifest = json.loads((Path(tmp) / "out.manifest.json").read_text())
+            print("\n".join(worker_report(logs)), flush=True)
     finally:
         for loop in loops:
             loop.kill()
@@ -151,8 +162,75 @@ def cli_run(actors: int, per_minute: int, busy: int, items: int, concurrency: in
     return (
         f"tagger run --ray, {actors} actors x {concurrency}, {busy} busy loops: exit "
         f"{done.returncode}, {ok} answered, {limited} x 429, limit used {used:6.1%} "
-        f"({wall:.1f} s whole command)"
+        f"({wall:.1f} s whole command); {gaps}; permits {manifest.get('permits')}"
     )
+
+
+def worker_report(logs: Path) -> list[str]:
+    """What the tagging actors' gates said (tagger.ray's debug lines, bench/raytrace)."""
+    grants: list[float] = []
+    ahead: list[float] = []
+    lost: list[float] = []
+    stale = returned = 0
+    batches: list[float] = []
+    for path in logs.glob("*.log"):
+        for line in path.read_text().splitlines():
+            if m := re.search(r"grant: (\d+) permits in ([\d.]+) ms, due (-?[\d.]+) to", line):
+                grants.append(float(m.group(2)))
+                ahead.append(float(m.group(3)))
+            elif m := re.search(r"permit lost: woke ([\d.]+) ms", line):
+                lost.append(float(m.group(1)))
+            elif m := re.search(r"(\d+) permits stale", line):
+                stale += int(m.group(1))
+            elif m := re.search(r"(\d+) permits returned", line):
+                returned += int(m.group(1))
+            elif m := re.search(r"batch of \d+ records done in ([\d.]+) s", line):
+                batches.append(float(m.group(1)))
+
+    def spread(values: list[float]) -> str:
+        if not values:
+            return "-"
+        values = sorted(values)
+        return (f"median {statistics.median(values):.1f}, p90 "
+                f"{values[int(0.9 * (len(values) - 1))]:.1f}, max {values[-1]:.1f}")  # fmt: skip
+
+    return [
+        f"  grants: {len(grants)}, round trip ms {spread(grants)}; first permit due in ms "
+        f"{spread(ahead)}",
+        f"  permits lost: {len(lost)} woken late (ms late {spread(lost)}), {stale} stale, "
+        f"{returned} returned at a batch's end",
+        f"  batches: {len(batches)}, seconds each {spread(batches)}",
+    ]
+
+
+def idle_gaps(trace: Path, per_minute: int) -> str:
+    """Where the server waited for requests: the gaps between arrivals longer than 3 paces."""
+    times = sorted(
+        json.loads(line)["limited_at"] for line in trace.read_text().splitlines() if line
+    )
+    pace = 60 / per_minute
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    long = [g for g in gaps if g > 3 * pace]
+    return (
+        f"{len(long)} gaps over {3 * pace * 1000:.0f} ms totalling {sum(long):.1f} s "
+        f"(longest {max(long, default=0):.2f} s) in a {times[-1] - times[0]:.1f} s span"
+    )
+
+
+def simulated(args: argparse.Namespace) -> None:
+    """The simulated actors in this process, then the limiter's own capacity."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    print(f"limit {args.limit}/min enforced per second ({args.limit // 60}/s); "
+          f"{args.seconds:g} s per row")  # fmt: skip
+    for actors in (int(n) for n in args.actors.split(",") if n):
+        limits = ["--rpm", str(args.limit), "--window", "60", "--per-second"]
+        with fake_server(*limits) as (_proc, url):
+            line = asyncio.run(simulate(url, actors, args.limit, args.seconds, args.concurrency))
+        print(line, flush=True)
+    print(asyncio.run(capacity(32, 100)), flush=True)
+    ray.shutdown()
 
 
 def main() -> int:
@@ -167,21 +245,12 @@ def main() -> int:
     parser.add_argument("--cli-limit", type=int, default=1200, help="requests per minute")
     parser.add_argument("--cli-items", type=int, default=400)
     parser.add_argument("--busy", type=int, default=2, help="busy loops beside the real run")
+    parser.add_argument("--loaded-only", action="store_true", help="real actors: only --busy")
     args = parser.parse_args()
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    print(f"limit {args.limit}/min enforced per second ({args.limit // 60}/s); "
-          f"{args.seconds:g} s per row")  # fmt: skip
-    for actors in (int(n) for n in args.actors.split(",")):
-        limits = ["--rpm", str(args.limit), "--window", "60", "--per-second"]
-        with fake_server(*limits) as (_proc, url):
-            line = asyncio.run(simulate(url, actors, args.limit, args.seconds, args.concurrency))
-        print(line, flush=True)
-    print(asyncio.run(capacity(32, 100)), flush=True)
-    ray.shutdown()
+    if args.actors:
+        simulated(args)
     for actors in (int(n) for n in args.cli_actors.split(",") if n):
-        for busy in sorted({0, args.busy}):
+        for busy in [args.busy] if args.loaded_only else sorted({0, args.busy}):
             line = cli_run(actors, args.cli_limit, busy, args.cli_items, args.concurrency * 2)
             print(line, flush=True)
     return 0

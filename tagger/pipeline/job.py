@@ -28,9 +28,10 @@ from tagger.pricing import PriceTable, count_text_tokens
 from tagger.prompting.plan import RunPlan
 from tagger.redact import public_url
 from tagger.sending.client import LLMClient
-from tagger.sending.gate import SendGate, SpendGuard
+from tagger.sending.gate import SendGate
 from tagger.sending.local import watch_for_slow_answers
 from tagger.sending.models import with_only_model
+from tagger.sending.spendguard import SpendGuard
 from tagger.usage import NO_USAGE, Usage
 
 
@@ -73,8 +74,13 @@ def open_cache(config: RunConfig) -> AnswerCache | None:
     return AnswerCache(config.cache_dir)
 
 
-def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunReport:
-    """Count, render the first prompt and estimate tokens and cost; no key, no request."""
+def dry_run(
+    config: RunConfig, scan: InputScan, prices: PriceTable, *, senders: int = 1
+) -> DryRunReport:
+    """Count, render the first prompt and estimate tokens and cost; no key, no request.
+
+    `senders`: processes sending at once, each starting with a request that finds nothing in
+    the provider's prompt cache (a Ray run's actors)."""
     plan = RunPlan.load(config)
     cache = AnswerCache.open_existing(config.cache_dir) if config.use_cache else None
     seen: set[str] = set()
@@ -84,7 +90,7 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
     rules = request_rules(config.client, plan.prompt.params, cache_key=plan.prompt_cache_key)
     model = config.client.model
     estimator = RequestEstimator(plan, rules, prices.cache_rule(model))
-    total = RunEstimate()
+    total = RunEstimate(senders)
     for abstract in scan.abstracts():
         key = plan.item_key(abstract)  # de-duplicated as the runner and the cache do
         if key in seen:
@@ -121,12 +127,12 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
         floor_cost=prices.cost(model, total.floor, flex=flex),
         floor=total.floor,
         fixed_tokens=estimator.fixed_tokens(mode),
-        cache_note=_cache_note(estimator, mode, prices, config),
+        cache_note=_cache_note(estimator, mode, prices, config, senders),
     )
 
 
 def _cache_note(
-    estimator: RequestEstimator, mode: Mode, prices: PriceTable, config: RunConfig
+    estimator: RequestEstimator, mode: Mode, prices: PriceTable, config: RunConfig, senders: int
 ) -> str:
     """How the provider's prompt cache enters the estimate, in one line."""
     fixed = estimator.fixed_tokens(mode)
@@ -142,9 +148,12 @@ def _cache_note(
             f"{fixed:,} tokens are the same in every request, under the "
             f"{estimator.cache.min_tokens:,} the provider caches: none cached"
         )
+    first = (
+        "the first request" if senders <= 1 else f"the first request of each of {senders} actors"
+    )
     return (
         f"{fixed:,} tokens are the same in every request; {hit:,} of them billed as cached "
-        "after the first request (the provider does not promise hits: at most the uncached cost)"
+        f"after {first} (the provider does not promise hits: at most the uncached cost)"
     )
 
 

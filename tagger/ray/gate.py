@@ -11,27 +11,50 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from collections import deque
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Protocol
 
 from tagger.errors import BudgetExceeded, SendingStopped
-from tagger.ray.limiter import LIMITER_LOST, ClusterState, Grant, Report
+from tagger.ray.budget import Hold, beyond, most
+from tagger.ray.limiter import LIMITER_LOST
+from tagger.ray.messages import ClusterState, Grant, Report
 from tagger.sending.gate import SendGate
 from tagger.sending.pacing import MAX_LAG_SECONDS, wait_until
-from tagger.usage import Usage
+from tagger.sending.spendguard import Held, held_usage
+from tagger.usage import NO_USAGE, RequestEstimate, Usage
 
 log = logging.getLogger(__name__)
 EMPTY_GRANT_WAIT_SECONDS = 0.05
+LEASE_LOST = (
+    "this actor was unheard by the run's limiter for longer than --timeout: its permits were "
+    "counted at their most"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Permit:
+    """One request's turn: when it may go (monotonic), the tokens it booked, what it holds."""
+
+    due: float
+    tokens: int
+    held: Usage | None  # at the spend cap (None: no cap)
 
 
 class LimiterLink(Protocol):
     """The limiter as a worker reaches it (a Ray actor handle, or the object itself)."""
 
-    def grant(self, want: int, tokens: int, report: Report) -> Awaitable[Grant]:
-        """Permits, after counting the report."""
+    def grant(
+        self, want: int, tokens: int, report: Report, held: Usage, worker: str
+    ) -> Awaitable[Grant]:
+        """Permits, after counting the report; under a cap each holds `held`."""
 
-    def report(self, report: Report) -> Awaitable[None]:
+    def hold_more(self, extra: Usage, worker: str) -> Awaitable[Hold]:
+        """Hold more for a request its permit does not cover."""
+
+    def report(self, report: Report, worker: str) -> Awaitable[None]:
         """Count answers and returned permits."""
 
     def pause(self, seconds: float) -> Awaitable[None]:
@@ -53,8 +76,10 @@ class ClusterGate(SendGate):
     def __init__(self, link: LimiterLink, concurrency: int) -> None:
         super().__init__(rpm=None, tpm=None, concurrency=concurrency, guard=None)
         self._link = link
+        self._id = uuid.uuid4().hex  # who holds what at the limiter
         self._want = max(1, concurrency)
-        self._stock: deque[tuple[float, int]] = deque()  # (monotonic due time, tokens booked)
+        self._stock: deque[Permit] = deque()
+        self._largest = NO_USAGE  # the most any request here can cost: what permits hold
         self._paced = False
         self._pending = Report()
         self._refill: asyncio.Future[None] | None = None
@@ -68,28 +93,33 @@ class ClusterGate(SendGate):
 
     # --- SendGate's hooks --------------------------------------------------------------------
 
-    async def _wait_turn(self, estimated_tokens: int) -> None:
+    async def _wait_turn(self, estimated_tokens: int, estimate: RequestEstimate | None) -> None:
         """Spend a permit, waiting for its time; refill the stock before it runs out."""
         self._start_watching()
+        worst = held_usage(estimated_tokens if estimate is None else estimate)
+        self._largest = most(self._largest, worst)
         self._waiting += 1
         try:
             while True:
                 self._raise_if_stopped()
                 self._drop_stale(time.monotonic())
                 if self._stock:
-                    due, booked = self._stock.popleft()
+                    permit = self._stock.popleft()
                     if len(self._stock) <= self._want // 2:
                         self._refill_soon(estimated_tokens)
-                    await wait_until(due)
-                    if self._paced and time.monotonic() - due > MAX_LAG_SECONDS:
+                    held = await self._cover(permit, worst)
+                    if held is None:  # the cap has no room for this request: the permit goes back
+                        continue
+                    await wait_until(permit.due)
+                    late = time.monotonic() - permit.due
+                    if self._paced and late > MAX_LAG_SECONDS:
                         # Woken too late (a busy loop): sent now it would bunch with the
                         # other workers' sends. Lost, like a late send in the local gate.
-                        self._pending += Report(returned=1, returned_tokens=booked)
+                        log.debug("permit lost: woke %.1f ms after its time", late * 1000)
+                        self._pending += Report(returned=1, returned_held=held)
                         continue
-                    self._pending += Report(
-                        extra_estimate=estimated_tokens - booked,
-                        charge_tokens=max(0, estimated_tokens - booked),
-                    )
+                    self._held[asyncio.current_task()] = held
+                    self._pending += Report(charge_tokens=max(0, estimated_tokens - permit.tokens))
                     return
                 if self._spent is not None:  # the cap is reached and this stock is used up
                     self._budget_stop = True
@@ -101,14 +131,40 @@ class ClusterGate(SendGate):
         finally:
             self._waiting -= 1
 
+    async def _cover(self, permit: Permit, worst: Usage) -> Usage | None:
+        """What the request holds at the spend cap: its permit's hold, and whatever more its
+        worst cost needs (asked of the limiter before it is sent); None: no room, ever."""
+        if permit.held is None:
+            return NO_USAGE
+        extra = beyond(worst, permit.held)
+        while extra != NO_USAGE:
+            try:
+                answer = await self._link.hold_more(extra, self._id)
+            except Exception as exc:  # a lost limiter: nothing can be held any more
+                self._stop_here(f"{LIMITER_LOST} ({type(exc).__name__})")
+                answer = Hold.NEVER
+            if answer is Hold.HELD:
+                break
+            if answer is Hold.NEVER or self.stopped is not None:
+                self._pending += Report(returned=1, returned_held=permit.held)
+                return None
+            await asyncio.sleep(EMPTY_GRANT_WAIT_SECONDS)  # room once answers settle
+        return permit.held + extra
+
+    def _give_back(self, held: Held | None) -> None:
+        """A permit taken for a request that was not sent (stopped meanwhile) goes back."""
+        if held is not None:
+            self._pending += Report(returned=1, returned_held=held_usage(held))
+
     def settle(self, estimated_tokens: int, used: Usage) -> None:
         """Report what a request really used with the next call to the limiter."""
+        held = self._held.pop(asyncio.current_task(), None)
         total = used.prompt_tokens + used.completion_tokens
         self._pending += Report(
-            settled_estimate=estimated_tokens,
             used=used,
-            charge_tokens=max(0, total - estimated_tokens),
             settled=1,
+            settled_held=NO_USAGE if held is None else held_usage(held),
+            charge_tokens=max(0, total - estimated_tokens),
         )
 
     def pause(self, seconds: float, reason: str = "Retry-After") -> None:
@@ -138,11 +194,13 @@ class ClusterGate(SendGate):
     async def flush(self) -> None:
         """Report what was used; with no request waiting, give the stock back too."""
         if self._waiting == 0 and self._in_flight == 0:
+            if self._stock:
+                log.debug("%d permits returned: no request waits for them", len(self._stock))
             self._return_until(float("inf"))
         report, self._pending = self._pending, Report()
         if not report.empty:
             try:
-                await self._link.report(report)
+                await self._link.report(report, self._id)
             except Exception as exc:  # a lost limiter: its counts are gone with it
                 self._stop_here(f"{LIMITER_LOST} ({type(exc).__name__})")
 
@@ -152,42 +210,46 @@ class ClusterGate(SendGate):
 
     async def _fill(self, tokens: int) -> None:
         report, self._pending = self._pending, Report()
+        asked = time.monotonic()
         try:
-            grant = await self._link.grant(self._want, tokens, report)
+            grant = await self._link.grant(self._want, tokens, report, self._largest, self._id)
         except Exception as exc:  # the limiter actor is gone: pacing cannot be kept
             self._stop_here(f"{LIMITER_LOST} ({type(exc).__name__})")
             return
         if not grant.times and grant.state.stopped is None:
             # The spend cap waits for answers in flight to settle: ask again in a moment.
             await asyncio.sleep(EMPTY_GRANT_WAIT_SECONDS)
+        if grant.lost:
+            self._stop_here(LEASE_LOST)
+            return
         offset = time.monotonic() - time.time()  # the cluster's clock to this process's
+        if grant.times:
+            now = time.monotonic()
+            log.debug(
+                "grant: %d permits in %.1f ms, due %.1f to %.1f ms from now, %d in stock",
+                len(grant.times), (now - asked) * 1000, (grant.times[0] + offset - now) * 1000,
+                (grant.times[-1] + offset - now) * 1000, len(self._stock),
+            )  # fmt: skip
         self._paced = grant.paced
-        self._stock.extend((at + offset, grant.tokens) for at in grant.times)
+        self._stock.extend(Permit(at + offset, grant.tokens, grant.held) for at in grant.times)
         self._apply(grant.state)
 
     def _drop_stale(self, now: float) -> None:
         """A permit left unused past its time is lost (as a late send in the local gate)."""
         stale = 0
-        tokens = 0
-        while self._paced and self._stock and self._stock[0][0] < now - MAX_LAG_SECONDS:
-            tokens += self._stock.popleft()[1]
+        while self._paced and self._stock and self._stock[0].due < now - MAX_LAG_SECONDS:
+            self._return(self._stock.popleft())
             stale += 1
         if stale:
-            self._pending += Report(returned=stale, returned_tokens=tokens)
+            log.debug("%d permits stale: none of this worker's requests was ready for them", stale)
 
     def _return_until(self, resume_at: float) -> None:
         """Give back the permits due before `resume_at` (a pause makes them unusable)."""
-        kept: deque[tuple[float, int]] = deque()
-        returned = tokens = 0
-        for due, booked in self._stock:
-            if due < resume_at:
-                returned += 1
-                tokens += booked
-            else:
-                kept.append((due, booked))
-        self._stock = kept
-        if returned:
-            self._pending += Report(returned=returned, returned_tokens=tokens)
+        while self._stock and self._stock[0].due < resume_at:
+            self._return(self._stock.popleft())
+
+    def _return(self, permit: Permit) -> None:
+        self._pending += Report(returned=1, returned_held=permit.held or NO_USAGE)
 
     # --- what the cluster says ---------------------------------------------------------------
 

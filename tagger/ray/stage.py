@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,7 @@ from tagger.prompting.schema import answer_json_schema, build_answer_model
 from tagger.prompting.taxonomy import Synonyms, Taxonomy
 from tagger.ray.actors import RayLink
 from tagger.ray.gate import ClusterGate, LimiterLink
-from tagger.ray.limiter import WorkerCounters
+from tagger.ray.messages import WorkerCounters
 from tagger.ray.records import (
     BadRecord,
     error_record,
@@ -110,8 +111,11 @@ class RecordTagger:
             client_config = client_config.model_copy(update={"base_url": base_url})
         self.plan = plan
         self.gate = ClusterGate(link, config.concurrency)
-        # The model family's params, and what the canary's refusals taught.
-        rules = request_rules(client_config, plan.prompt.params, learned)
+        # The model family's params, what the canary's refusals taught, and the prompt cache's
+        # routing key (the same for every actor: they share the provider's cache).
+        rules = request_rules(
+            client_config, plan.prompt.params, learned, cache_key=plan.prompt_cache_key
+        )
         self.client = LLMClient(client_config, self.gate, rules)
         self.tagger = ItemTagger.for_plan(plan, self.client, ModeProbe(config.mode))
         self.cache = AnswerCache(config.cache_dir) if config.use_cache else None
@@ -283,7 +287,10 @@ class TagStage:
         import pyarrow as pa
 
         tagger = await self._ready()
+        began = time.monotonic()
+        log.debug("batch of %d records begins", batch.num_rows)
         rows = await tagger.tag(batch.to_pylist(), self._skip, mark_skipped=self._mark_skipped)
+        log.debug("batch of %d records done in %.2f s", batch.num_rows, time.monotonic() - began)
         if self._link is not None:
             await self._link.count(self._worker, tagger.counters())
         return pa.Table.from_pylist(rows, schema=output_schema())

@@ -22,7 +22,7 @@ from tagger.errors import (
 )
 from tagger.pipeline.request import build_request
 from tagger.redact import public_url, redact, safe_text
-from tagger.sending.connection import listing_not_found, wrong_base_url_message
+from tagger.sending.connection import listing_not_found, never_sent, wrong_base_url_message
 from tagger.sending.gate import GateSnapshot, SendGate
 from tagger.sending.models import Listing, check_model, names_deployments, offered
 from tagger.sending.params import RequestRules, refusal_of
@@ -327,10 +327,10 @@ class LLMClient:
                 self.gate.observe(exc.response.headers)
                 raise
             except (TimeoutError, openai.APIConnectionError) as exc:
-                if isinstance(exc, TimeoutError) and estimate is not None:
-                    # Sent and never answered: the server may bill it all the same, so the
-                    # spend guard counts it at its estimate (the row shows no tokens).
-                    usage = estimate.expected()
+                if estimate is not None and not never_sent(exc):
+                    # Sent, never answered (a timeout, a connection lost on the way back): it may
+                    # be billed in full, so the spend cap counts its most (the row shows none).
+                    usage = estimate.worst()
                 failure = RequestTimedOut() if isinstance(exc, TimeoutError) else exc
                 fatal = self.health.no_response(failure)
                 if fatal is not None:

@@ -50,6 +50,23 @@ def connect_timed_out(exc: BaseException) -> bool:
     return any(type(e).__name__ in _CONNECT_TIMEOUTS for e in _chain(exc))
 
 
+# A connection never made (refused, no route, a name that does not resolve, a TLS handshake
+# that failed): the request never reached the server, so it cannot have been billed.
+_NEVER_CONNECTED = frozenset({
+    "ConnectError", "ConnectTimeout", "ClientConnectorError", "ClientConnectorDNSError",
+    "ClientConnectorCertificateError", "ClientConnectorSSLError", "ConnectionTimeoutError",
+    "ConnectionRefusedError",
+})  # fmt: skip
+
+
+def never_sent(exc: BaseException) -> bool:
+    """Whether a failed request surely never reached the server (no connection was made);
+    otherwise it may have been answered and billed, whatever became of the answer."""
+    return tls_failure(exc) is not None or any(
+        type(e).__name__ in _NEVER_CONNECTED for e in _chain(exc)
+    )
+
+
 def plain_http(url: str) -> str | None:
     """The same URL with http:// for an https:// one, else None."""
     parts = urlsplit(url)

@@ -1,0 +1,118 @@
+"""What a cluster's workers and its limiter tell each other: reports, grants, the cluster's
+state, each worker's counts and the run's sending so far (plain values: they cross processes)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tagger.usage import NO_USAGE, Usage
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """What a worker tells the limiter since its last call (sums, so one message per call)."""
+
+    used: Usage = NO_USAGE  # what the answered requests really used
+    settled: int = 0  # requests answered (each had held a permit)
+    settled_held: Usage = NO_USAGE  # what they held at the spend cap
+    returned: int = 0  # permits given back unused (stale, or left at the end of a batch)
+    returned_held: Usage = NO_USAGE  # what those permits held at the spend cap
+    charge_tokens: int = 0  # tokens sent beyond what permits booked (pushes the schedule back)
+
+    def __add__(self, other: Report) -> Report:
+        return Report(
+            self.used + other.used,
+            self.settled + other.settled,
+            self.settled_held + other.settled_held,
+            self.returned + other.returned,
+            self.returned_held + other.returned_held,
+            self.charge_tokens + other.charge_tokens,
+        )
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to tell."""
+        return self == Report()
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """Permits: each may send one request of `tokens` estimated tokens at its time."""
+
+    # When each may go, on the cluster's clock (time.time(): the one clock every node shares,
+    # within NTP's error), ascending. Absolute, so that a grant that took long to arrive makes
+    # its permits late (dropped), never bunched with other workers' sends.
+    times: tuple[float, ...]
+    tokens: int
+    paced: bool  # a rate limit is in force: a permit used late is lost, not sent in a burst
+    state: ClusterState
+    held: Usage | None = None  # what each permit holds at the spend cap (None: no cap)
+    lost: bool = False  # the worker was unheard for longer than its lease: it sends no more
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterState:
+    """What every worker must know at once: a pause, or that sending stopped, and why."""
+
+    version: int  # changes whenever a pause starts or sending stops
+    pause_left: float
+    stopped: str | None = None
+    budget: bool = False  # stopped by --max-requests or --max-cost
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerCounters:
+    """One worker's own counts so far (cumulative: the latest replaces the one before)."""
+
+    requests: int = 0  # chat requests really sent (retries and repairs included)
+    retries: int = 0
+    repairs: int = 0
+    rules: str = ""
+    adaptations: tuple[str, ...] = ()
+    served_models: tuple[str, ...] = ()
+    service_tiers: tuple[str, ...] = ()
+    logprobs: bool = True
+    mode: str | None = None
+    mode_fallbacks: tuple[str, ...] = ()
+    usage_estimated: int = 0  # replies without a believable usage, charged the estimate
+
+
+MAX_WORKERS_COUNTED = 100_000  # more workers than any cluster runs: a bound on the table
+_MAX_NAMES = 10  # served models, tiers, adaptations kept across the workers
+
+
+@dataclass(frozen=True, slots=True)
+class LimiterStats:
+    """The cluster's sending so far."""
+
+    permits: int  # granted minus returned: requests sent or in flight
+    used: Usage
+    cost: float | None
+    paused_seconds: float
+    learned: tuple[str, ...]
+    stopped: str | None
+    workers: WorkerCounters = WorkerCounters()  # every worker's counts, added up
+    budget: bool = False  # stopped by --max-requests or --max-cost
+    refused: int = 0  # permits the spend cap refused
+
+
+def add_counters(counters: list[WorkerCounters]) -> WorkerCounters:
+    """Every worker's counts together: sums, and the names any of them met."""
+
+    def names(pick: Callable[[WorkerCounters], tuple[str, ...]]) -> tuple[str, ...]:
+        return tuple(sorted({name for c in counters for name in pick(c)}))[:_MAX_NAMES]
+
+    return WorkerCounters(
+        requests=sum(c.requests for c in counters),
+        retries=sum(c.retries for c in counters),
+        repairs=sum(c.repairs for c in counters),
+        rules=next((c.rules for c in counters if c.rules), ""),
+        adaptations=names(lambda c: c.adaptations),
+        served_models=names(lambda c: c.served_models),
+        service_tiers=names(lambda c: c.service_tiers),
+        logprobs=all(c.logprobs for c in counters),
+        mode=next((c.mode for c in counters if c.mode), None),
+        mode_fallbacks=names(lambda c: c.mode_fallbacks),
+        usage_estimated=sum(c.usage_estimated for c in counters),
+    )
