@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import email.utils
+import math
 import random
 import re
 from collections.abc import Callable
@@ -54,10 +57,21 @@ def retry_after_seconds(exc: BaseException) -> float | None:
         try:
             seconds = float(value) / divisor
         except ValueError:
-            continue
-        if 0 <= seconds <= MAX_PAUSE_SECONDS:  # asking for longer: a plain failure
+            seconds = _until_date(value) if divisor == 1.0 else math.nan
+        if 0 <= seconds <= MAX_PAUSE_SECONDS:  # asking for longer (or NaN): a plain failure
             return seconds
     return None
+
+
+def _until_date(value: str) -> float:
+    """Seconds until a Retry-After given as an HTTP date (RFC 9110), NaN if it is none."""
+    try:
+        when = email.utils.parsedate_to_datetime(value[:64])
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return math.nan
+    if when.tzinfo is None:  # "-0000": a time in UTC whose zone was not said
+        when = when.replace(tzinfo=dt.UTC)
+    return (when - dt.datetime.now(dt.UTC)).total_seconds()
 
 
 def wait_strategy(gate: SendGate) -> Callable[[RetryCallState], float]:
