@@ -118,6 +118,21 @@ def test_token_pacer_caps_every_second_with_uneven_requests() -> None:
         assert sum(n for u, n in sent if t - 1.0 < u <= t) <= 1000
 
 
+def test_a_send_that_left_late_is_counted_from_when_it_left() -> None:
+    # Booked when the gate let it go, written 60 ms later (a stalled process): counted from
+    # the gate's time, the tenth send after it could reach the server within its second.
+    pacer = Pacer(600)
+    now, sent = 100.0, []
+    for n in range(12):
+        booked = _send(pacer, 1, now)
+        left = booked + (0.06 if n == 1 else 0.0)
+        pacer.sent_at(booked, left)
+        sent.append(left)
+        now = booked
+    assert _most_in_one_second(sent) <= 10
+    assert sent[11] - sent[1] >= 1 / 0.97 - 1e-9  # the eleventh after it waited for it
+
+
 def test_a_learned_limit_counts_what_was_already_sent() -> None:
     pacer = Pacer(None)
     burst = [_send(pacer, 1, 0.0) for _ in range(4)]  # nothing known yet: no wait

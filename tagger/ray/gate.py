@@ -15,11 +15,11 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from tagger.errors import BudgetExceeded, SendingStopped
 from tagger.ray.budget import Hold, beyond, most
-from tagger.ray.limiter import LIMITER_LOST
+from tagger.ray.limiter import LATE_USE_SECONDS, LIMITER_LOST
 from tagger.ray.messages import ClusterState, Grant, Report
 from tagger.sending.gate import SendGate
 from tagger.sending.pacing import MAX_LAG_SECONDS, wait_until
@@ -41,6 +41,7 @@ class Permit:
     due: float
     tokens: int
     held: Usage | None  # at the spend cap (None: no cap)
+    at: float  # its time on the cluster's clock (how the limiter knows it)
 
 
 class LimiterLink(Protocol):
@@ -90,11 +91,15 @@ class ClusterGate(SendGate):
         self._waiting = 0
         self._told: dict[str, int] = {}
         self._background: set[asyncio.Future[None]] = set()
+        self._taken: dict[asyncio.Task[Any] | None, float] = {}  # each request's permit time
 
     # --- SendGate's hooks --------------------------------------------------------------------
 
-    async def _wait_turn(self, estimated_tokens: int, estimate: RequestEstimate | None) -> None:
-        """Spend a permit, waiting for its time; refill the stock before it runs out."""
+    async def _wait_turn(
+        self, estimated_tokens: int, estimate: RequestEstimate | None
+    ) -> float | None:
+        """Spend a permit, waiting for its time; refill the stock before it runs out. The
+        permit's time on the cluster's clock (the limiter is told when the request went)."""
         self._start_watching()
         worst = held_usage(estimated_tokens if estimate is None else estimate)
         self._largest = most(self._largest, worst)
@@ -112,15 +117,15 @@ class ClusterGate(SendGate):
                         continue
                     await wait_until(permit.due)
                     late = time.monotonic() - permit.due
-                    if self._paced and late > MAX_LAG_SECONDS:
-                        # Woken too late (a busy loop): sent now it would bunch with the
-                        # other workers' sends. Lost, like a late send in the local gate.
+                    if self._paced and late > LATE_USE_SECONDS:
+                        # Woken far too late (a starved event loop): the permit goes back.
                         log.debug("permit lost: woke %.1f ms after its time", late * 1000)
-                        self._pending += Report(returned=1, returned_held=held)
+                        self._return(permit, held)
                         continue
-                    self._held[asyncio.current_task()] = held
+                    task = asyncio.current_task()
+                    self._held[task], self._taken[task] = held, permit.at
                     self._pending += Report(charge_tokens=max(0, estimated_tokens - permit.tokens))
-                    return
+                    return permit.at
                 if self._spent is not None:  # the cap is reached and this stock is used up
                     self._budget_stop = True
                     self._stop_here(self._spent)
@@ -146,19 +151,34 @@ class ClusterGate(SendGate):
             if answer is Hold.HELD:
                 break
             if answer is Hold.NEVER or self.stopped is not None:
-                self._pending += Report(returned=1, returned_held=permit.held)
+                self._return(permit, permit.held)
                 return None
             await asyncio.sleep(EMPTY_GRANT_WAIT_SECONDS)  # room once answers settle
         return permit.held + extra
 
     def _give_back(self, held: Held | None) -> None:
         """A permit taken for a request that was not sent (stopped meanwhile) goes back."""
+        at = self._taken.pop(asyncio.current_task(), None)
         if held is not None:
-            self._pending += Report(returned=1, returned_held=held_usage(held))
+            unused = () if at is None else (at,)
+            self._pending += Report(returned=1, returned_held=held_usage(held), unused=unused)
+
+    def _left(self, booked: float, estimated_tokens: int) -> None:
+        """The request of the permit of time `booked` is being written: tell the limiter when
+        (at once if it left late: the windows after it depend on it)."""
+        if not self._paced:
+            return
+        went = max(booked, time.time())
+        self._pending += Report(sent=((booked, went),))
+        if went - booked > MAX_LAG_SECONDS:
+            report, self._pending = self._pending, Report()
+            self._send(self._link.report(report, self._id))
 
     def settle(self, estimated_tokens: int, used: Usage) -> None:
         """Report what a request really used with the next call to the limiter."""
-        held = self._held.pop(asyncio.current_task(), None)
+        task = asyncio.current_task()
+        self._taken.pop(task, None)
+        held = self._held.pop(task, None)
         total = used.prompt_tokens + used.completion_tokens
         self._pending += Report(
             used=used,
@@ -231,13 +251,13 @@ class ClusterGate(SendGate):
                 (grant.times[-1] + offset - now) * 1000, len(self._stock),
             )  # fmt: skip
         self._paced = grant.paced
-        self._stock.extend(Permit(at + offset, grant.tokens, grant.held) for at in grant.times)
+        self._stock.extend(Permit(at + offset, grant.tokens, grant.held, at) for at in grant.times)
         self._apply(grant.state)
 
     def _drop_stale(self, now: float) -> None:
-        """A permit left unused past its time is lost (as a late send in the local gate)."""
+        """A permit left unused too long past its time goes back unused."""
         stale = 0
-        while self._paced and self._stock and self._stock[0].due < now - MAX_LAG_SECONDS:
+        while self._paced and self._stock and self._stock[0].due < now - LATE_USE_SECONDS:
             self._return(self._stock.popleft())
             stale += 1
         if stale:
@@ -248,8 +268,10 @@ class ClusterGate(SendGate):
         while self._stock and self._stock[0].due < resume_at:
             self._return(self._stock.popleft())
 
-    def _return(self, permit: Permit) -> None:
-        self._pending += Report(returned=1, returned_held=permit.held or NO_USAGE)
+    def _return(self, permit: Permit, held: Usage | None = None) -> None:
+        """A permit sends nothing: it holds nothing more, and counts against no window."""
+        held = permit.held if held is None else held
+        self._pending += Report(returned=1, returned_held=held or NO_USAGE, unused=(permit.at,))
 
     # --- what the cluster says ---------------------------------------------------------------
 

@@ -32,6 +32,10 @@ from tagger.usage import NO_USAGE, Usage
 # A grant covers about this much of the schedule: asking often enough that a pause or a stop
 # reaches every worker soon, rarely enough that asking costs nothing next to the requests.
 GRANT_HORIZON_SECONDS = 0.25
+# A worker may use a permit this late (its event loop starved by a busy machine), and says when
+# it did: until then the permit counts against every window it may fall in. Later than this,
+# the permit is given back unused.
+LATE_USE_SECONDS = 0.5
 # How a stop for a lost limiter begins (the rows say it; the rerun finishes them).
 LIMITER_LOST = "the run's rate limiter is gone"
 MAX_PERMITS_PER_GRANT = 64
@@ -105,9 +109,9 @@ class ClusterLimiter:
                 except BudgetExceeded as exc:
                     self.stop(str(exc), budget=True)
                     break
-            self._requests.book(1, due, due)
+            self._requests.book(1, due, due, unsure_for=LATE_USE_SECONDS)
             if tokens > 0:
-                self._tokens.book(tokens, due, due)
+                self._tokens.book(tokens, due, due, unsure_for=LATE_USE_SECONDS)
             times.append(due)
         self._permits += len(times)
         if self._holds is None:
@@ -157,6 +161,12 @@ class ClusterLimiter:
             self._budget_cap.settle(report.settled_held, report.used, report.settled)
         if report.charge_tokens > 0:
             self._tokens.charge(report.charge_tokens, self._clock())
+        for booked, went in report.sent:
+            self._requests.sent_at(booked, went)
+            self._tokens.sent_at(booked, went)
+        for booked in report.unused:
+            self._requests.unbook(booked)
+            self._tokens.unbook(booked)
 
     def pause(self, seconds: float) -> None:
         """Hold every worker for `seconds` from now (a 429 or an exhausted window anywhere)."""

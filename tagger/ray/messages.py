@@ -19,6 +19,10 @@ class Report:
     returned: int = 0  # permits given back unused (stale, or left at the end of a batch)
     returned_held: Usage = NO_USAGE  # what those permits held at the spend cap
     charge_tokens: int = 0  # tokens sent beyond what permits booked (pushes the schedule back)
+    # (the permit's time, when its request was written), on the cluster's clock: a permit is
+    # counted as if late until its worker says when it went.
+    sent: tuple[tuple[float, float], ...] = ()
+    unused: tuple[float, ...] = ()  # the times of permits that sent nothing
 
     def __add__(self, other: Report) -> Report:
         return Report(
@@ -28,6 +32,8 @@ class Report:
             self.returned + other.returned,
             self.returned_held + other.returned_held,
             self.charge_tokens + other.charge_tokens,
+            self.sent + other.sent,
+            self.unused + other.unused,
         )
 
     @property

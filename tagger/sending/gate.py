@@ -10,10 +10,11 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from tagger.errors import SendingStopped
-from tagger.sending.pacing import Pacer
+from tagger.sending.pacing import ON_WIRE, Pacer
 from tagger.sending.spendguard import Held, SpendGuard
 from tagger.usage import RequestEstimate, Usage
 
@@ -117,7 +118,7 @@ class SendGate:
                     # takes no turn of the pacing, which would then leave late, unpaced.
                     await self._reserve(estimated_tokens if estimate is None else estimate)
                     async with self._turn:  # one sender at a time: a stall delays one only
-                        await self._wait_turn(estimated_tokens, estimate)
+                        booked = await self._wait_turn(estimated_tokens, estimate)
                     await self._wait_pause()  # a 429 may have arrived while we queued
                     if self.stopped is not None:
                         raise SendingStopped(self.stopped)
@@ -125,9 +126,12 @@ class SendGate:
                     self._give_back(self._held.pop(task, None))  # reserved, never sent
                     raise
                 self._in_flight += 1
+                mark = None if booked is None else partial(self._left, booked, estimated_tokens)
+                wire = ON_WIRE.set(mark)
                 try:
                     yield self.clock()
                 finally:
+                    ON_WIRE.reset(wire)
                     self._in_flight -= 1
             finally:
                 if scout:
@@ -156,8 +160,11 @@ class SendGate:
         await self._first_answer.wait()
         return False
 
-    async def _wait_turn(self, estimated_tokens: int, estimate: RequestEstimate | None) -> None:
-        """Wait until both limits allow the next send, and record it."""
+    async def _wait_turn(
+        self, estimated_tokens: int, estimate: RequestEstimate | None
+    ) -> float | None:
+        """Wait until both limits allow the next send, and record it; the time it was booked
+        at (None: booked elsewhere)."""
         now = self.clock()
         due = self._requests.earliest(1, now)
         if estimated_tokens > 0:
@@ -168,6 +175,14 @@ class SendGate:
         self._requests.book(1, due, sent)
         if estimated_tokens > 0:
             self._tokens.book(estimated_tokens, due, sent)
+        return sent
+
+    def _left(self, booked: float, estimated_tokens: int) -> None:
+        """The request booked at `booked` is being written now: count it from now."""
+        now = self.clock()
+        self._requests.sent_at(booked, now)
+        if estimated_tokens > 0:
+            self._tokens.sent_at(booked, now)
 
     def snapshot(self) -> GateSnapshot:
         """Requests in flight, pauses and learned limits, read without changing anything."""
