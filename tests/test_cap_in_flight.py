@@ -196,3 +196,29 @@ def test_a_worker_heard_from_keeps_its_permits_past_the_lease() -> None:
         two = Usage(prompt_tokens=2000, completion_tokens=20)
         limiter.report(Report(used=two, settled=2, settled_held=Usage(2000, 200)), worker="a")
     assert limiter.stats().cost == pytest.approx(10 * 0.00212)  # what they used, no more
+
+
+@pytest.mark.parametrize("usage", [None, {"prompt_tokens": 3, "completion_tokens": "9"}])
+def test_an_answer_without_a_believable_usage_counts_at_its_most_at_the_cap(
+    fake_server: StartFake, usage: object
+) -> None:
+    # The server's bill is not known: it may be anything the request allowed. The row shows
+    # tagger's estimate (docs/data-safety.md); the cap counts the most it can be.
+    fake = fake_server()
+
+    def no_usage(user: str, body: dict[str, object]) -> dict[str, object]:
+        body["usage"] = usage
+        return body
+
+    fake.reply_hook = no_usage
+    guard = SpendGuard(None, 10.0, _cost)
+    client = LLMClient(_config(fake.base_url), SendGate(guard=guard), model_checked=True)
+
+    async def run() -> str:
+        try:
+            return await _ask(client)
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(run()) == "ok" and client.usage_estimated == 1
+    assert guard.used == ESTIMATE.worst()

@@ -312,14 +312,14 @@ class LLMClient:
                 self.health.responded(raw.http_response.status_code)
                 self.gate.observe(raw.headers, answered_sent_at=released)
                 reply = self._read(raw)
-                believed = reply.usage_believed
+                usage = reply.usage
                 if estimate is not None and not (
-                    believed and plausible(reply.usage, estimate.expected())
+                    reply.usage_believed and plausible(reply.usage, estimate.expected())
                 ):
-                    # Junk or no usage: charged at least what tagger expected it to cost.
+                    # Junk or no usage: the row pays what tagger expected, the spend cap its most.
                     self.usage_estimated += 1
                     reply = replace(reply, usage=at_least(reply.usage, estimate.expected()))
-                usage = reply.usage
+                    usage = at_least(reply.usage, estimate.worst())
                 if self.on_answer is not None:
                     self.on_answer(time.monotonic() - sent)
             except openai.APIStatusError as exc:
