@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import os
-import threading
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from tagger.errors import TaggerError
-from tagger.files.abstracts import Abstract, InputScan, given_record, scan, scan_given
+from tagger.calling import ErrorsFromHere, in_worker_thread
+from tagger.files.abstracts import InputScan
 from tagger.files.outfile import OutputFile
 from tagger.files.rows import Row, RowList
+from tagger.items import read_items
 from tagger.options import RunOptions
 from tagger.pipeline.job import require_key, tag_into
 from tagger.pipeline.progress import ProgressSink, SilentProgress
@@ -34,10 +33,7 @@ TAGGED_COLUMNS = (
     "summary", "task_area", "task_area_confidence", "task_area_runner_up",
     "task_area_runner_up_confidence", "method_tags", "status", "error",
 )  # fmt: skip
-GIVEN = "<items>"  # the `source` of abstracts passed in memory
 BATCH_COMMAND = "tagger.tag(items, batch=True, ...)"  # what collects a batch job again
-_OPTIONAL = ("title", "id", "venue", "year")
-T = TypeVar("T")
 
 
 @dataclass
@@ -77,48 +73,6 @@ class Run:
         finally:
             target.release()
         return output if replaced else target.partial
-
-
-def read_items(items: object) -> InputScan:
-    """The abstracts of `items`, checked like input files (InputError names the item)."""
-    from tagger.frames import frame_items, is_frame
-
-    if isinstance(items, str | bytes):
-        raise TypeError("pass a list of abstracts (a single string is one abstract: [text])")
-    if isinstance(items, os.PathLike):
-        return scan([Path(items)])
-    if is_frame(items):
-        items = frame_items(items)
-    if not isinstance(items, Iterable):
-        raise TypeError(f"items must be an iterable of abstracts, not {type(items).__name__}")
-    listed = list(items)
-    if listed and all(isinstance(item, os.PathLike) for item in listed):
-        return scan([Path(item) for item in listed])
-    return scan_given([_abstract(number, item) for number, item in enumerate(listed, 1)])
-
-
-def _abstract(number: int, item: object) -> Abstract:
-    if isinstance(item, str):
-        fields: Mapping[str, Any] = {"abstract": item}
-    elif isinstance(item, Mapping):
-        fields = item
-    else:  # an object with attributes: a dataclass, a pydantic model, a namedtuple
-        names = ("abstract", *_OPTIONAL)
-        fields = {name: getattr(item, name) for name in names if hasattr(item, name)}
-    return given_record(GIVEN, number, fields)
-
-
-class ErrorsFromHere:
-    """tagger's own errors raised from here, their message whole: the caller's traceback ends
-    in tagger's public function, not in a dozen frames of asyncio and the client under it."""
-
-    def __enter__(self) -> None:
-        """Nothing to set up."""
-
-    def __exit__(self, kind: object, error: BaseException | None, trace: object) -> None:
-        """Raise a TaggerError again without the frames it came through."""
-        if isinstance(error, TaggerError):
-            raise error.with_traceback(None) from None
 
 
 async def atag(items: object, *, progress: bool = True, **options: Any) -> Run:
@@ -274,32 +228,3 @@ def tag_frame(
     for column in TAGGED_COLUMNS:
         tagged[column] = [getattr(row, column) for row in run.rows]
     return tagged
-
-
-def in_worker_thread(start: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run a coroutine on an event loop of its own in another thread, and wait for it.
-
-    For a caller inside a running loop (a notebook cell). KeyboardInterrupt while waiting
-    cancels the run (answers already in stay cached) and is raised once it has stopped.
-    """
-    loop = asyncio.new_event_loop()
-    task = loop.create_task(start())
-    done: concurrent.futures.Future[T] = concurrent.futures.Future()
-
-    def work() -> None:
-        try:
-            done.set_result(loop.run_until_complete(task))
-        except BaseException as exc:
-            done.set_exception(exc)
-        finally:
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
-
-    thread = threading.Thread(target=work, name="tagger-run", daemon=True)
-    thread.start()
-    try:
-        return done.result()
-    except KeyboardInterrupt:
-        loop.call_soon_threadsafe(task.cancel)
-        thread.join()
-        raise

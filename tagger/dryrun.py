@@ -20,7 +20,8 @@ def estimate(items: object, **options: Any) -> DryRunReport:
     items, options: as for `tag()` (no API key is needed). Raises what `tag()` raises for a
     configuration or input error, before anything is read from the network.
     """
-    from tagger.api import ErrorsFromHere, read_items
+    from tagger.calling import ErrorsFromHere
+    from tagger.items import read_items
     from tagger.options import RunOptions
     from tagger.pipeline.job import dry_run
     from tagger.pricing import PriceTable

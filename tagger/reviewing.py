@@ -6,19 +6,17 @@ Each function is the one its command runs (`tagger sample`, `tagger eval --json`
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
-
 from tagger import defaults
 from tagger.review.inputs import load_synonyms_for, load_taxonomy_for, read_gold, read_runs
+from tagger.review.reports import CompareReport, EvalReport
+from tagger.runfile import read_run
 
 if TYPE_CHECKING:
-    from tagger.api import Run
     from tagger.prompting.taxonomy import Synonyms
     from tagger.review.sample import Sample
 
@@ -33,165 +31,6 @@ __all__ = [
 ]
 
 GIVEN_GOLD = "<gold>"  # the name of a gold set given in memory, in messages
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-
-class Coverage(_Section):
-    """How many gold abstracts the run has, and which it lacks."""
-
-    gold: int
-    found: int
-    errored: int
-    share: float | None
-    missing: list[str]
-
-
-class AreaScores(_Section):
-    """Task-area accuracy and the confusion table (gold area -> predicted area -> count)."""
-
-    evaluated: int
-    correct: int
-    accuracy: float | None
-    labels: list[str]
-    confusion: dict[str, dict[str, int]]
-
-
-class TagScores(_Section):
-    """Method-tag precision, recall and F1 (micro, per abstract, per tag)."""
-
-    evaluated: int
-    true_positives: int
-    predicted: int
-    gold: int
-    precision: float | None
-    recall: float | None
-    f1: float | None
-    abstract_f1: float | None
-
-
-class EvalReport(_Section):
-    """`tagger eval --json`'s report: coverage, task area, method tags, summaries, intervals.
-
-    `model_dump()` is the JSON the command prints; further sections (the 95% intervals, the
-    run estimate) are kept as they are, under their names.
-    """
-
-    coverage: Coverage
-    task_area: AreaScores
-    method_tags: TagScores
-    summary: dict[str, Any]
-
-    @property
-    def accuracy(self) -> float | None:
-        """The share of gold abstracts whose task area the run got right."""
-        return self.task_area.accuracy
-
-
-class CompareTotals(_Section):
-    """How many rows were compared and how many changed."""
-
-    compared: int
-    only_a: int
-    only_b: int
-    area_changed: int
-    tags_changed: int
-    summary_changed: int
-
-
-class CompareReport(_Section):
-    """`tagger compare --json`'s report: totals, the rows that changed, with gold the verdicts."""
-
-    a: str
-    b: str
-    totals: CompareTotals
-    only_a: list[str]
-    only_b: list[str]
-    rows: list[dict[str, Any]]
-    eval_a: EvalReport | None = None
-    eval_b: EvalReport | None = None
-
-
-def read_run(path: str | os.PathLike[str]) -> Run:
-    """A `tagger run` output read back as a Run: its rows, counts and manifest."""
-    from tagger.api import Run
-    from tagger.files.rows import Row, manifest_path
-    from tagger.pipeline.stats import RunStats
-    from tagger.usage import Usage
-
-    source = Path(path)
-    (raw,) = read_runs(source)
-    rows = [Row.model_validate(row) for row in raw]
-    manifest = _read_manifest(manifest_path(source))
-    not_run = sum(1 for r in rows if not r.ok and (r.error or "").startswith("not run: "))
-    ok = sum(r.ok for r in rows)
-    usage = sum(
-        (Usage(r.prompt_tokens, r.completion_tokens, r.cached_input_tokens) for r in rows),
-        Usage(),
-    )
-    cost = _manifest_cost(manifest, manifest_path(source))
-    stats = RunStats(
-        items=len(rows),
-        ok=ok,
-        failed=len(rows) - ok - not_run,
-        not_run=not_run,
-        cached=sum(r.cached for r in rows),
-        usage=usage,
-        cost=cost,
-        mode=manifest.get("mode") if isinstance(manifest.get("mode"), str) else None,
-    )
-    return Run(rows, stats, manifest)
-
-
-# A manifest is a few KB; its error tallies are bounded. Far larger is no manifest.
-MAX_MANIFEST_BYTES = 16 << 20
-
-
-def _read_manifest(path: Path) -> dict[str, Any]:
-    """A run's manifest, read within bounds ({} if there is none); UsageError naming it if it
-    cannot be read: a planted or damaged manifest is an error, never a RecursionError."""
-    from tagger.errors import UsageError
-    from tagger.jsondata import parse_json
-
-    if not path.exists():
-        return {}
-    if not path.is_file():  # a FIFO would block, a device (/dev/zero) never end
-        raise UsageError(f"{path} is not a file: remove it (the rows are read without it)")
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_MANIFEST_BYTES + 1)
-        if len(data) > MAX_MANIFEST_BYTES:
-            raise UsageError(f"{path} is over 16 MiB, not a manifest: remove it or rerun")
-        text = data.decode("utf-8")
-    except FileNotFoundError:
-        return {}
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read the manifest {path}: {exc}") from None
-    try:
-        loaded = parse_json(text)
-    except ValueError as exc:
-        raise UsageError(
-            f"{path} is no tagger manifest ({str(exc)[:200]}): remove it (the rows are read "
-            "without it) or rerun `tagger run` to write it again"
-        ) from None
-    return loaded if isinstance(loaded, dict) else {}
-
-
-def _manifest_cost(manifest: dict[str, Any], path: Path) -> float | None:
-    """The run's recorded cost: a finite number >= 0, or None if none is recorded."""
-    from tagger.errors import UsageError
-
-    cost = manifest.get("estimated_cost_usd")
-    if cost is None:
-        return None
-    if isinstance(cost, bool) or not isinstance(cost, int | float) or not 0 <= cost < math.inf:
-        raise UsageError(
-            f"{path}: estimated_cost_usd is {str(cost)[:40]}, not a cost (a finite number of "
-            "dollars, 0 or more): fix or remove the manifest, or rerun `tagger run`"
-        )
-    return float(cost)
 
 
 def _rows(run: object) -> tuple[list[dict[str, Any]], str | None]:
@@ -238,6 +77,7 @@ def sample(
     from tagger.review.sample import Sample, draw_sample
     from tagger.review.where import parse_where
 
+    filters = [parse_where(text) for text in where]  # a mistyped filter: before any reading
     rows, name = _rows(run)
     drawn = draw_sample(
         rows,
@@ -246,7 +86,7 @@ def sample(
         stratify=stratify,
         min_per_stratum=min_per_stratum,
         uncertain=uncertain,
-        filters=[parse_where(text) for text in where],
+        filters=filters,
     )
     return Sample(drawn.rows, {"run": name, **drawn.design}, drawn.notes)
 

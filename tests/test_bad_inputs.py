@@ -39,8 +39,8 @@ CASES: dict[str, tuple[str, bytes | None, int | None, str]] = {
 
 
 def test_a_lone_surrogate_in_any_field_given_from_python_names_the_item() -> None:
-    from tagger.api import read_items
     from tagger.errors import InputError
+    from tagger.items import read_items
 
     for item in (
         {"abstract": "x\ud800"},

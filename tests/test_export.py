@@ -12,8 +12,9 @@ import pytest
 from openpyxl import load_workbook
 from openpyxl.utils import get_column_letter
 
+from tagger.files.cells import lf_newlines, neutralise, restore
 from tagger.files.rows import ROW_FIELDS
-from tagger.files.sheets import SHEET_COLUMNS, lf_newlines, neutralise, read_sheet, restore
+from tagger.files.sheets import SHEET_COLUMNS, read_sheet
 from tests.harness import invoke
 
 

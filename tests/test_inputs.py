@@ -1,4 +1,4 @@
-"""Tests for tagger.files.abstracts: formats, discovery, ids and error reporting."""
+"""Tests for tagger.files.abstracts and its readers: formats, discovery, ids and error reporting."""
 
 from __future__ import annotations
 
@@ -12,15 +12,9 @@ import pytest
 
 from tagger.errors import InputError, UsageError
 from tagger.files import textlines
-from tagger.files.abstracts import (
-    SUPPORTED_SUFFIXES,
-    Abstract,
-    discover,
-    iter_abstracts,
-    parse_header,
-    scan,
-    text_id,
-)
+from tagger.files.abstracts import Abstract, iter_abstracts, scan, text_id
+from tagger.files.inputfolders import SUPPORTED_SUFFIXES, discover
+from tagger.files.inputformats import parse_header
 from tests.harness import SEEDS_DIR
 
 LONG = "x" * 250

@@ -163,14 +163,15 @@ def test_streamed_abstracts_keep_every_field_the_readers_give(tmp_path: Path) ->
     # every other field must come through as the reader made it.
     from dataclasses import fields, replace
 
-    from tagger.files.abstracts import _read_file, iter_abstracts
+    from tagger.files.abstracts import iter_abstracts
+    from tagger.files.inputformats import read_file
 
     first = tmp_path / "a.jsonl"
     first.write_text('{"abstract": "One.", "id": "x1", "title": "T", "venue": "V", "year": 2024, '
                      '"lab": "L"}\n{"abstract": "Two."}\n', encoding="utf-8")  # fmt: skip
     second = tmp_path / "b.txt"
     second.write_text("ICML 2023\n\nThree.\n", encoding="utf-8")
-    raw = [*_read_file(first), *_read_file(second)]
+    raw = [*read_file(first), *read_file(second)]
     streamed = list(iter_abstracts([first, second]))
     assert streamed == [replace(a, index=i) for i, a in enumerate(raw)]
     assert {f.name for f in fields(streamed[0])} >= {"extra", "title", "venue", "year"}

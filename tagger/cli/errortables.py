@@ -1,4 +1,4 @@
-"""Rich tables beyond tables.py's: eval's error bars and compare's verdicts (estimates, bands,
+"""Rich tables beyond reviewtables.py's: eval's error bars and compare's verdicts (estimates, bands,
 review effort), both split by the model that answered, and a cascade's summary and dry run."""
 
 from __future__ import annotations

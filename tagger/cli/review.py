@@ -10,9 +10,11 @@ import typer
 
 from tagger.cli.common import PromptsDirOpt, errors, named_file, print_err
 from tagger.cli.runfiles import (
+    BomOpt,
     GoldOpt,
     JsonOpt,
     RunArg,
+    SheetOutputOpt,
     SynonymsOpt,
     load_synonyms_for,
     load_taxonomy_for,
@@ -28,46 +30,17 @@ if TYPE_CHECKING:
 
 def export(
     run_file: RunArg,
-    output: Annotated[
-        Path,
-        typer.Option(
-            "-o",
-            "--output",
-            help="review.csv or review.xlsx (format from suffix).",
-            metavar="FILE",
-            parser=named_file,
-        ),
-    ],
-    bom: Annotated[
-        bool, typer.Option("--bom/--no-bom", help="Start the CSV with a UTF-8 BOM (for Excel).")
-    ] = True,
+    output: SheetOutputOpt,
+    bom: BomOpt = True,
 ) -> None:
     """Write a run to a review sheet: one row per abstract, formulas neutralised."""
-    from tagger.files.sheets import (
-        SHEET_COLUMNS,
-        count_rows,
-        run_row_to_sheet,
-        sheet_format,
-        write_sheet,
-    )
+    from tagger.files.sheets import sheet_format
+    from tagger.review.reviewsheet import write_review_sheet
 
     with errors():
-        kind = sheet_format(output)
+        sheet_format(output)  # fail on a bad suffix before reading the run
         (rows,) = read_runs(run_file)
-        from tagger.review.charts import add_count_charts
-        from tagger.review.gold import review_header_notes
-
-        counts = count_rows(rows) if kind == "xlsx" else None
-        sheet_rows = [run_row_to_sheet(r) for r in rows]
-        write_sheet(
-            output,
-            SHEET_COLUMNS,
-            sheet_rows,
-            bom=bom,
-            counts=counts,
-            extend=add_count_charts,
-            notes=review_header_notes(),
-        )
+        write_review_sheet(output, rows, bom=bom)
         print_err(f"wrote {plural(len(rows), 'row')} to {output}")
 
 
@@ -137,9 +110,9 @@ def eval_command(
     prompts_dir: PromptsDirOpt = None,
 ) -> None:
     """Score a run against a gold set, with 95% intervals: coverage, accuracy, tags, summaries."""
-    from tagger.cli.tables import print_eval
+    from tagger.cli.reviewtables import print_eval
+    from tagger.review.evalbook import write_eval_book
     from tagger.review.evaluate import evaluate
-    from tagger.review.reportbook import write_eval_book
 
     with errors():
         if output is not None and output.suffix.lower() != ".xlsx":
@@ -179,7 +152,7 @@ def compare(
     prompts_dir: PromptsDirOpt = None,
 ) -> None:
     """Compare two runs of the same abstracts row by row; with --gold, say which side wins."""
-    from tagger.cli.tables import print_compare
+    from tagger.cli.reviewtables import print_compare
     from tagger.files.sheets import sheet_format, write_sheet
     from tagger.review.evaluate import DIFF_COLUMNS, diff_sheet_rows
     from tagger.reviewing import compare_report
@@ -200,7 +173,7 @@ def compare(
                 f"{totals['only_b']} only in B): compare two runs of the same abstracts"
             )
         if output is not None:
-            from tagger.review.reportbook import add_compare_sheets
+            from tagger.review.comparebook import add_compare_sheets
 
             diff, add_sheets = diff_sheet_rows(report["rows"]), partial(add_compare_sheets, report)
             write_sheet(output, DIFF_COLUMNS, diff, title="compare", extend=add_sheets)
@@ -222,7 +195,7 @@ def tags(
     prompts_dir: PromptsDirOpt = None,
 ) -> None:
     """Tag frequencies and clusters of near-duplicate tags (case, plural, hyphen, acronym)."""
-    from tagger.cli.tables import print_tags
+    from tagger.cli.reviewtables import print_tags
     from tagger.review.tagstats import tag_report, toml_lines
 
     with errors():

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from tagger import defaults
-from tagger.cli.common import errors, named_file, print_err
-from tagger.cli.runfiles import RunArg, read_runs
+from tagger.cli.common import errors, print_err
+from tagger.cli.runfiles import BomOpt, RunArg, SheetOutputOpt
 
 
 def design_path(sheet: Path) -> Path:
@@ -19,16 +19,7 @@ def design_path(sheet: Path) -> Path:
 
 def sample(
     run_file: RunArg,
-    output: Annotated[
-        Path,
-        typer.Option(
-            "-o",
-            "--output",
-            help="review.csv or review.xlsx (format from suffix).",
-            metavar="FILE",
-            parser=named_file,
-        ),
-    ],
+    output: SheetOutputOpt,
     n: Annotated[int, typer.Option("-n", help="Rows to draw.", min=1)] = defaults.SAMPLE_SIZE,
     seed: Annotated[int, typer.Option(help="Random seed: the same seed draws the same rows.")] = (
         defaults.SAMPLE_SEED
@@ -53,56 +44,36 @@ def sample(
             help="Only rows matching: status=ok|error, area=ID, confidence<0.6 (repeatable).",
         ),
     ] = None,
-    bom: Annotated[
-        bool, typer.Option("--bom/--no-bom", help="Start the CSV with a UTF-8 BOM (for Excel).")
-    ] = True,
+    bom: BomOpt = True,
 ) -> None:
     """Write a seeded random sample of a run to a review sheet, with each row's sampling weight."""
     from tagger import jsondata
     from tagger.files.atomic import write_atomic
-    from tagger.files.sheets import (
-        SHEET_COLUMNS,
-        count_rows,
-        run_row_to_sheet,
-        sheet_format,
-        write_sheet,
-    )
-    from tagger.review.charts import add_count_charts
-    from tagger.review.gold import review_header_notes
-    from tagger.review.reportbook import add_design_sheet
-    from tagger.review.sample import SAMPLE_FIELDS, draw_sample
-    from tagger.review.where import parse_where
+    from tagger.files.sheets import sheet_format
+    from tagger.review.reviewsheet import add_design_sheet, write_review_sheet
+    from tagger.review.sample import SAMPLE_FIELDS
+    from tagger.reviewing import sample as draw
 
     with errors():
         kind = sheet_format(output)
-        filters = [parse_where(text) for text in where or []]
-        (rows,) = read_runs(run_file)
-        drawn = draw_sample(
-            rows,
+        drawn = draw(
+            run_file,
             n,
             seed=seed,
             stratify=stratify,
             min_per_stratum=min_per_stratum,
             uncertain=uncertain,
-            filters=filters,
+            where=where or (),
         )
-        design = {"run": str(run_file), **drawn.design}
-        columns = (*SHEET_COLUMNS, *SAMPLE_FIELDS)
-        sheet_rows = [
-            run_row_to_sheet(row) | {name: row.get(name) for name in SAMPLE_FIELDS}
-            for row in drawn.rows
-        ]
-
-        def extend(book: Any) -> None:
-            add_count_charts(book)
-            add_design_sheet(book, design)
-
-        if kind == "xlsx":
-            counts = count_rows(drawn.rows)
-            notes = review_header_notes()
-            write_sheet(output, columns, sheet_rows, counts=counts, extend=extend, notes=notes)
-        else:
-            write_sheet(output, columns, sheet_rows, bom=bom)
+        design = drawn.design
+        write_review_sheet(
+            output,
+            drawn.rows,
+            extra_fields=SAMPLE_FIELDS,
+            bom=bom,
+            add_sheets=lambda book: add_design_sheet(book, design),
+        )
+        if kind == "csv":
             write_atomic(design_path(output), jsondata.dumps(design, indent=2))
         for note in drawn.notes:
             print_err(note)

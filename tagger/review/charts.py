@@ -10,8 +10,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from tagger.files.cells import cell_text
 from tagger.files.sheetlayout import fit_width, nice_step, print_setup
-from tagger.files.sheets import cell_text
 
 TOP_TAGS = 15
 HEATMAP_LOW, HEATMAP_HIGH = "FFFFFF", "F8696B"  # white → red: the more rows, the hotter

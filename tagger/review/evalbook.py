@@ -1,4 +1,5 @@
-"""The eval and compare workbooks: metrics with intervals, confusion heatmaps, confidence bands."""
+"""The eval workbook: metrics with their intervals, the confusion heatmap, accuracy by
+confidence band and the review effort (compare's sheets reuse the bands: comparebook.py)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from tagger.files.sheetlayout import tidy
-from tagger.files.sheets import save_book
+from tagger.files.xlsxwrite import save_book
 from tagger.review.charts import add_series, bar_chart, heatmap, put
 from tagger.review.stats import FEW_ROWS
 
 
-def _table(sheet: Any, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+def table(sheet: Any, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """A header row in bold, the rows under it, the header frozen."""
     for c, name in enumerate(header, start=1):
         put(sheet, 1, c, name, bold=True)
     for r, values in enumerate(rows, start=2):
@@ -21,7 +23,8 @@ def _table(sheet: Any, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> 
     sheet.freeze_panes = "A2"
 
 
-def _interval(value: Any) -> tuple[Any, Any]:
+def interval(value: Any) -> tuple[Any, Any]:
+    """An interval as (low, high), or (None, None) where there is none."""
     return (value[0], value[1]) if value else (None, None)
 
 
@@ -53,12 +56,12 @@ def metric_rows(report: dict[str, Any]) -> list[list[Any]]:
             [
                 "run estimate: task-area accuracy",
                 accuracy["value"],
-                *_interval(accuracy["interval"]),
+                *interval(accuracy["interval"]),
                 exact or f"Wilson on the effective n; {population['note']}",
             ]
         )
         for name, label in _TAG_ROWS:
-            bounds = _interval(estimate["intervals"].get(name))
+            bounds = interval(estimate["intervals"].get(name))
             how = exact or "re-weighted, stratified bootstrap with finite-population correction"
             rows.append([f"run estimate: {label}", estimate[name], *bounds, how])
         rows.append(
@@ -69,12 +72,12 @@ def metric_rows(report: dict[str, Any]) -> list[list[Any]]:
         [
             f"{raw}task-area accuracy",
             area["accuracy"],
-            *_interval(area.get("interval")),
+            *interval(area.get("interval")),
             exact or "Wilson",
         ]
     )
     for name, label in _TAG_ROWS:
-        bounds = _interval((tags.get("intervals") or {}).get(name))
+        bounds = interval((tags.get("intervals") or {}).get(name))
         rows.append([f"{raw}{label}", tags[name], *bounds, exact or "bootstrap"])
     rows.append([f"{raw}tag F1 (macro, per tag)", tags["tag_macro_f1"], None, None, "no interval"])
     return rows
@@ -106,7 +109,7 @@ def add_confidence_sheet(book: Any, confidence: dict[str, Any], name: str = "con
         "note",
     )
     bands = confidence["bands"]
-    _table(
+    table(
         sheet,
         header,
         [
@@ -117,7 +120,7 @@ def add_confidence_sheet(book: Any, confidence: dict[str, Any], name: str = "con
                 b.get("weighted_rows"),
                 b.get("weighted_correct"),
                 b["accuracy"],
-                *_interval(b["interval"]),
+                *interval(b["interval"]),
                 b.get("effective_n"),
                 b["mean_confidence"],
                 b["run_rows"],
@@ -160,7 +163,7 @@ def add_confidence_sheet(book: Any, confidence: dict[str, Any], name: str = "con
             item["rows"],
             item["run_share"],
             item["caught"],
-            *_interval(item["caught_interval"]),
+            *interval(item["caught_interval"]),
             item["bound_threshold"] if item["bound_threshold"] is not None else "all rows",
             item["bound_rows"],
             item["bound_run_share"],
@@ -209,7 +212,7 @@ def write_eval_book(path: Path, report: dict[str, Any]) -> None:
     metrics = book.active
     metrics.title = "metrics"
     rows = metric_rows(report)
-    _table(metrics, ("metric", "value", "95% low", "95% high", "how"), rows)
+    table(metrics, ("metric", "value", "95% low", "95% high", "how"), rows)
     for r, row in enumerate(rows[1:], start=3):  # row 2 is a count
         for c in (2, 3, 4):
             metrics.cell(row=r, column=c).number_format = (
@@ -226,87 +229,3 @@ def write_eval_book(path: Path, report: dict[str, Any]) -> None:
     except OSError as exc:
         raise UsageError(f"{path}: cannot write ({exc.strerror or exc})") from exc
     save_book(book, path)
-
-
-def add_verdict_sheet(book: Any, report: dict[str, Any]) -> None:
-    """compare --gold's verdicts: per metric A, B, A − B with its 95% interval, the winner."""
-    sheet = book.create_sheet("against gold")
-    header = ("metric", "A", "B", "A − B", "95% low", "95% high", "winner", "why")
-    rows = [
-        [
-            item["label"],
-            item["a"],
-            item["b"],
-            item["difference"],
-            *_interval(item["interval"]),
-            item["winner"],
-            item["why"],
-        ]
-        for item in report["verdicts"]
-    ]
-    _table(sheet, header, rows)
-    for r, item in enumerate(report["verdicts"], start=2):
-        kind = item["metric"].split(".")[0]
-        shown = "0" if kind == "coverage" else "0.000" if kind == "method_tags" else "0.0%"
-        for c in (2, 3, 4, 5, 6):
-            sheet.cell(row=r, column=c).number_format = shown
-    paired = report.get("paired") or {}
-    notes = []
-    if paired:
-        notes.append(len(rows) + 3)
-        put(
-            sheet,
-            notes[-1],
-            1,
-            f"{paired['gold_rows']:,} gold rows scored in both runs; {paired['method']}. A run "
-            "is named only when the 95% interval of A − B excludes 0. Coverage and summary rows "
-            "are whole-run figures: exact.",
-        )
-    tidy(sheet, widest=60, spanning=notes)
-
-
-def add_compare_sheets(report: dict[str, Any], book: Any) -> None:
-    """Verdicts against gold; task areas of A × B as a heatmap; with gold, each side's
-    confusion heatmap and bands."""
-    if report.get("verdicts"):
-        add_verdict_sheet(book, report)
-    moves: dict[str, dict[str, int]] = {}
-    for row in report["rows"]:
-        a, b = str(row["area_a"] or "(none)"), str(row["area_b"] or "(none)")
-        moves.setdefault(a, {})[b] = moves.get(a, {}).get(b, 0) + 1
-    rows_a = sorted(moves)
-    columns_b = sorted({b for targets in moves.values() for b in targets})
-    heatmap(book.create_sheet("areas A×B"), rows_a, columns_b, moves, "A \\ B")
-    for side in ("a", "b"):
-        evaluation = report.get(f"eval_{side}")
-        if evaluation:
-            labels = evaluation["task_area"]["labels"]
-            sheet = book.create_sheet(f"confusion {side.upper()}")
-            heatmap(
-                sheet, labels, labels, evaluation["task_area"]["confusion"], "gold \\ predicted"
-            )
-            if evaluation.get("confidence"):
-                add_confidence_sheet(book, evaluation["confidence"], f"confidence {side.upper()}")
-
-
-def add_design_sheet(book: Any, design: dict[str, Any]) -> None:
-    """How a sample was drawn, on a sheet `design`: settings, then each stratum."""
-    sheet = book.create_sheet("design")
-    settings = [(k, v) for k, v in design.items() if k != "strata"]
-    put(sheet, 1, 1, "setting", bold=True)
-    put(sheet, 1, 2, "value", bold=True)
-    for r, (key, value) in enumerate(settings, start=2):
-        put(sheet, r, 1, key)
-        shown = "; ".join(map(str, value)) if isinstance(value, list) else value
-        put(sheet, r, 2, shown if not isinstance(shown, bool) else str(shown).lower())
-    start = len(settings) + 3
-    for c, name in enumerate(("stratum", "population", "sample", "probability"), start=1):
-        put(sheet, start, c, name, bold=True)
-    for r, stratum in enumerate(design["strata"], start=start + 1):
-        put(sheet, r, 1, stratum["stratum"])
-        put(sheet, r, 2, stratum["population"])
-        put(sheet, r, 3, stratum["sample"])
-        put(sheet, r, 4, stratum["sample"] / stratum["population"])
-        sheet.cell(row=r, column=4).number_format = "0.000"
-    # Two tables, narrow: portrait, and no one header to repeat.
-    tidy(sheet, (1, start), widest=60, repeat_header=False, landscape=False)
