@@ -302,3 +302,42 @@ def test_permits_used_late_and_told_late_keep_every_second_within_the_limit() ->
         assert _most_in_any_second(went) <= 10, seed
         span = max(went) - min(went)
         assert len(went) / span > 5  # the workers did send: half the limit at the least
+
+
+def test_a_worker_woken_late_uses_its_permit_and_says_when_it_went() -> None:
+    asyncio.run(_woken_late())
+
+
+async def _woken_late() -> None:
+    import time
+
+    from tagger.sending.pacing import ON_WIRE
+
+    def written() -> None:  # what the HTTP client's request hook does
+        mark = ON_WIRE.get()
+        assert mark is not None
+        mark()
+
+    class Told(AsyncLimiter):
+        def __init__(self, limits: Limits) -> None:
+            super().__init__(limits)
+            self.sent: list[tuple[float, float]] = []
+
+        async def report(self, report: Report, worker: str = "") -> None:
+            self.sent += report.sent
+            await super().report(report, worker)
+
+    limiter = Told(Limits(rpm=600))
+    gate = ClusterGate(limiter, 4)
+    async with gate.slot():  # the first request: the stock is filled
+        written()
+    time.sleep(0.15)  # the event loop starved: the next permit is well past its time
+    async with gate.slot():
+        written()
+    await asyncio.sleep(0.01)  # a late send is told at once
+    went = [at - booked for booked, at in limiter.sent]
+    assert len(went) == 2 and went[0] < 0.02 < went[1] < 0.5  # late, and used all the same
+    await gate.flush()
+    stats = await limiter.stats()
+    assert stats.permits == 2  # both sent: none lost to its lateness
+    await gate.aclose()
