@@ -233,13 +233,15 @@ def _refused_bucket(arrivals: list[float], rate: float, capacity: int) -> int:
 def test_a_loaded_machine_gets_no_429_from_a_per_second_limit(per_minute: int) -> None:
     # A simulated clock: each sender wakes late as on a machine shared with busy loops
     # (measured: mean 2 ms, 99th percentile 13 ms, now and then a stall of 40-150 ms, once
-    # a freeze of 3 s), and each request reaches the server up to 15 ms later than the next.
+    # a freeze of 3 s), and each request is counted by the server up to 25 ms later than the
+    # next (bench/ratelimit.py --trace, two busy loops: 99th percentile 10-28 ms, written to
+    # counted; the 40-56 ms seen now and then is beyond the headroom, and can draw a 429).
     rng = random.Random(per_minute)
     pacer, now, arrivals = Pacer(per_minute), 50.0, []
     for n in range(2_000):
         late = rng.expovariate(500) + (rng.uniform(0.04, 0.15) if rng.random() < 0.01 else 0)
         now = _send(pacer, 1, now, late=late + (3.0 if n == 700 else 0.0))
-        arrivals.append(now + rng.uniform(0.0, 0.015))
+        arrivals.append(now + rng.uniform(0.0, 0.025))
     arrivals.sort()
     share = math.floor(per_minute / 60)  # whole requests: a per-second server rounds down
     assert _refused_sliding(arrivals, share, 1.0) == 0, "a sliding second"

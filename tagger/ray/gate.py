@@ -171,6 +171,7 @@ class ClusterGate(SendGate):
         went = max(booked, time.time())
         self._pending += Report(sent=((booked, went),))
         if went - booked > MAX_LAG_SECONDS:
+            log.debug("permit used %.1f ms after its time", (went - booked) * 1000)
             report, self._pending = self._pending, Report()
             self._send(self._link.report(report, self._id))
 
