@@ -341,3 +341,24 @@ async def _woken_late() -> None:
     stats = await limiter.stats()
     assert stats.permits == 2  # both sent: none lost to its lateness
     await gate.aclose()
+
+
+def test_a_request_written_past_what_the_limiter_allows_for_is_held_back_unsent() -> None:
+    # Let go in time, then a 3 s stall before the HTTP client writes it: the limiter counts a
+    # permit as possibly late for 2 s only, so the request is not written (asked again).
+    import time
+
+    from tagger.errors import WrittenTooLate
+    from tagger.ray.limiter import UNSURE_SECONDS
+    from tagger.sending.server_faults import is_transient
+
+    gate = ClusterGate(AsyncLimiter(Limits(rpm=600)), 4)
+    gate._paced = True
+    booked = time.time() - UNSURE_SECONDS - 1.0
+    with pytest.raises(WrittenTooLate) as caught:
+        gate._left(booked, 0)
+    assert gate._pending.unused == (booked,) and gate._pending.sent == ()
+    assert is_transient(caught.value)
+    on_time = time.time()
+    gate._left(on_time, 0)
+    assert gate._pending.sent[0][0] == on_time

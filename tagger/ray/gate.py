@@ -17,9 +17,9 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tagger.errors import BudgetExceeded, SendingStopped
+from tagger.errors import BudgetExceeded, SendingStopped, WrittenTooLate
 from tagger.ray.budget import Hold, beyond, most
-from tagger.ray.limiter import LATE_USE_SECONDS, LIMITER_LOST
+from tagger.ray.limiter import LATE_USE_SECONDS, LIMITER_LOST, UNSURE_SECONDS
 from tagger.ray.messages import ClusterState, Grant, Report
 from tagger.sending.gate import SendGate
 from tagger.sending.pacing import MAX_LAG_SECONDS, wait_until
@@ -169,6 +169,10 @@ class ClusterGate(SendGate):
         if not self._paced:
             return
         went = max(booked, time.time())
+        if went - booked > UNSURE_SECONDS:  # the limiter may count it no more: not sent
+            log.debug("request held back: written %.1f s after its permit's time", went - booked)
+            self._pending += Report(unused=(booked,))
+            raise WrittenTooLate
         self._pending += Report(sent=((booked, went),))
         if went - booked > MAX_LAG_SECONDS:
             log.debug("permit used %.1f ms after its time", (went - booked) * 1000)

@@ -32,10 +32,14 @@ from tagger.usage import NO_USAGE, Usage
 # A grant covers about this much of the schedule: asking often enough that a pause or a stop
 # reaches every worker soon, rarely enough that asking costs nothing next to the requests.
 GRANT_HORIZON_SECONDS = 0.25
-# A worker may use a permit this late (its event loop starved by a busy machine), and says when
-# it did: until then the permit counts against every window it may fall in. Later than this,
-# the permit is given back unused.
+# A worker may let a request go this late after its permit's time (its event loop starved by
+# a busy machine); later, the permit is given back unused.
 LATE_USE_SECONDS = 0.5
+# A request may reach the wire this late after its permit's time (a starved process stalls
+# between letting it go and writing it: up to 1 s was measured), and its worker says when it
+# did: until then the permit counts against every window it may fall in. Later than this, the
+# HTTP client does not write it (tagger.errors.WrittenTooLate): it is asked again.
+UNSURE_SECONDS = 2.0
 # How a stop for a lost limiter begins (the rows say it; the rerun finishes them).
 LIMITER_LOST = "the run's rate limiter is gone"
 MAX_PERMITS_PER_GRANT = 64
@@ -109,9 +113,9 @@ class ClusterLimiter:
                 except BudgetExceeded as exc:
                     self.stop(str(exc), budget=True)
                     break
-            self._requests.book(1, due, due, unsure_for=LATE_USE_SECONDS)
+            self._requests.book(1, due, due, unsure_for=UNSURE_SECONDS)
             if tokens > 0:
-                self._tokens.book(tokens, due, due, unsure_for=LATE_USE_SECONDS)
+                self._tokens.book(tokens, due, due, unsure_for=UNSURE_SECONDS)
             times.append(due)
         self._permits += len(times)
         if self._holds is None:

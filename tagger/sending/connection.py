@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
+from tagger.errors import WrittenTooLate
+
 if TYPE_CHECKING:
     from tagger.config import ClientConfig
 
@@ -63,7 +65,7 @@ def never_sent(exc: BaseException) -> bool:
     """Whether a failed request surely never reached the server (no connection was made);
     otherwise it may have been answered and billed, whatever became of the answer."""
     return tls_failure(exc) is not None or any(
-        type(e).__name__ in _NEVER_CONNECTED for e in _chain(exc)
+        type(e).__name__ in _NEVER_CONNECTED or isinstance(e, WrittenTooLate) for e in _chain(exc)
     )
 
 

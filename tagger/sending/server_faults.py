@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from tenacity import RetryCallState, wait_random_exponential
 
 from tagger.config import Mode
-from tagger.errors import FatalAPIError, RequestTimedOut
+from tagger.errors import FatalAPIError, RequestTimedOut, WrittenTooLate
 from tagger.pipeline.policy import is_retryable
 from tagger.sending.connection import (
     connect_timed_out,
@@ -82,6 +82,8 @@ def wait_strategy(gate: SendGate) -> Callable[[RetryCallState], float]:
         import openai
 
         exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, WrittenTooLate):
+            return 0.0  # never sent: at once, with a new turn
         asked = retry_after_seconds(exc) if exc else None
         if asked is None:
             return float(backoff(state))
@@ -94,12 +96,13 @@ def wait_strategy(gate: SendGate) -> Callable[[RetryCallState], float]:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """True for failures worth retrying: 408/409/429/5xx, timeouts, dropped connections."""
+    """True for failures worth retrying: 408/409/429/5xx, timeouts, dropped connections, and a
+    request held back unsent (its turn under a cluster's limit long past)."""
     import openai
 
     if isinstance(exc, openai.APIStatusError):  # the per-abstract policy's one retry table
         return is_retryable(exc.status_code, exc.code)
-    return isinstance(exc, openai.APIConnectionError | RequestTimedOut)
+    return isinstance(exc, openai.APIConnectionError | RequestTimedOut | WrittenTooLate)
 
 
 def is_timeout(exc: BaseException) -> bool:
