@@ -15,6 +15,7 @@ stopped at the end (its processes only: never `ray stop`, which stops every Ray 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -66,7 +67,6 @@ class Cluster:
             ]  # fmt: skip
             if n == 0:
                 role = ["--head", "--port", str(self.port), "--include-dashboard=false",
-                        "--ray-client-server-port", str(free_port()),
                         "--temp-dir", str(temp)]  # fmt: skip
             else:
                 role = ["--address", self.address]
@@ -78,12 +78,12 @@ class Cluster:
                 )
             )
             if n == 0:
-                self._wait_for_head()
+                self._wait_for_head(self.nodes[0])
         self._wait_for_nodes(nodes)
 
-    def _wait_for_head(self) -> None:
+    def _wait_for_head(self, head: subprocess.Popen[bytes]) -> None:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and head.poll() is None:
             with socket.socket() as probe:
                 if probe.connect_ex(("127.0.0.1", self.port)) == 0:
                     time.sleep(2)
@@ -109,6 +109,20 @@ class Cluster:
         raise RuntimeError(f"the cluster did not reach {nodes} nodes")
 
     def stop(self) -> None:
+        self._stop_nodes()
+        # What a node left behind (a raylet, a worker): our processes only, known by our folder.
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                command = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(self.temp).encode() in command:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(entry.name), signal.SIGKILL)
+
+    def _stop_nodes(self) -> None:
         for node in reversed(self.nodes):
             for sig in (signal.SIGTERM, signal.SIGKILL):
                 try:
