@@ -125,9 +125,12 @@ async def capacity(callers: int, calls: int) -> str:
     return f"limiter capacity: {callers * calls / wall:,.0f} grants/s ({callers} callers at once)"
 
 
-def cli_run(actors: int, per_minute: int, busy: int, items: int, concurrency: int) -> str:
+def cli_run(
+    actors: int, per_minute: int, busy: int, items: int, concurrency: int, code: Path | None
+) -> str:
     """`tagger run --ray` (its own process, a local Ray, real actors) against a fake enforcing
-    `per_minute` over every sliding second, with `busy` busy loops beside it."""
+    `per_minute` over every sliding second, with `busy` busy loops beside it; `code`: the
+    `tagger/` of another version instead (its folder, for the driver and the actors)."""
     import subprocess
     import tempfile
 
@@ -146,12 +149,15 @@ def cli_run(actors: int, per_minute: int, busy: int, items: int, concurrency: in
                 logs = Path(tmp) / "logs"
                 logs.mkdir()
                 env = {**os.environ, "TAGGER_BENCH_LOG_DIR": str(logs)}
-                env["PYTHONPATH"] = os.pathsep.join(
-                    filter(None, [str(Path(__file__).parent / "raytrace"), env.get("PYTHONPATH")])
-                )
+                paths = [str(Path(__file__).parent / "raytrace"), str(code or "")]
+                env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
                 began = time.perf_counter()
                 done = subprocess.run(
-                    [sys.executable, "-m", "tagger", *args], capture_output=True, text=True, env=env
+                    [sys.executable, "-m", "tagger", *args],
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                    cwd=code,
                 )
                 wall = time.perf_counter() - began
                 counts = server_stats(proc)
@@ -167,8 +173,9 @@ def cli_run(actors: int, per_minute: int, busy: int, items: int, concurrency: in
     ok, limited = int(by_status.get("200", 0)), int(by_status.get("429", 0))
     span = float(counts.get("answered_span", 0.0))  # type: ignore[arg-type]
     used = (ok - 1) / (span * per_minute / 60) if span else 0.0
+    version = "" if code is None else f" [{code.name}]"
     return (
-        f"tagger run --ray, {actors} actors x {concurrency}, {busy} busy loops: exit "
+        f"tagger run --ray{version}, {actors} actors x {concurrency}, {busy} busy loops: exit "
         f"{done.returncode}, {ok} answered, {limited} x 429, limit used {used:6.1%} "
         f"({wall:.1f} s whole command); {gaps}; permits {manifest.get('permits')}"
     )
@@ -258,13 +265,17 @@ def main() -> int:
     parser.add_argument("--cli-items", type=int, default=400)
     parser.add_argument("--busy", type=int, default=2, help="busy loops beside the real run")
     parser.add_argument("--loaded-only", action="store_true", help="real actors: only --busy")
+    parser.add_argument("--against", type=Path, default=None, help="another version's code")
     args = parser.parse_args()
     if args.actors:
         simulated(args)
     for actors in (int(n) for n in args.cli_actors.split(",") if n):
         for busy in [args.busy] if args.loaded_only else sorted({0, args.busy}):
-            line = cli_run(actors, args.cli_limit, busy, args.cli_items, args.concurrency * 2)
-            print(line, flush=True)
+            for code in [None, *([args.against] if args.against else [])]:
+                line = cli_run(
+                    actors, args.cli_limit, busy, args.cli_items, args.concurrency * 2, code
+                )
+                print(line, flush=True)
     return 0
 
 
