@@ -12,9 +12,8 @@ from functools import partial
 from typing import Any
 
 from tagger.pricing import PriceTable
-from tagger.ray.budget import Hold
 from tagger.ray.limiter import ClusterLimiter
-from tagger.ray.messages import ClusterState, Grant, LimiterStats, Report, WorkerCounters
+from tagger.ray.messages import ClusterState, Grant, Hold, LimiterStats, Report, WorkerCounters
 from tagger.sending.spendguard import SpendGuard
 from tagger.usage import NO_USAGE, Usage
 

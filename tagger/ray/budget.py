@@ -13,20 +13,11 @@ never passes the cap, and the refused requests are counted.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
 from tagger.ray.messages import Report
 from tagger.sending.spendguard import SpendGuard
 from tagger.usage import NO_USAGE, Usage
-
-
-class Hold(enum.Enum):
-    """The limiter's answer to a request that needs more held than its permit holds."""
-
-    HELD = "held"
-    WAIT = "wait"  # no room until answers in flight settle: ask again in a moment
-    NEVER = "never"  # it cannot fit under the cap even alone: the cap stops the cluster
 
 
 def most(a: Usage, b: Usage) -> Usage:

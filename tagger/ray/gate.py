@@ -14,13 +14,13 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from tagger.errors import BudgetExceeded, SendingStopped, WrittenTooLate
-from tagger.ray.budget import Hold, beyond, most
+from tagger.ray.budget import beyond, most
+from tagger.ray.clock import LimiterClock
 from tagger.ray.limiter import LATE_USE_SECONDS, LIMITER_LOST, UNSURE_SECONDS
-from tagger.ray.messages import ClusterState, Grant, Report
+from tagger.ray.messages import ClusterState, Hold, LimiterLink, Permit, Report
 from tagger.sending.gate import SendGate
 from tagger.sending.pacing import MAX_LAG_SECONDS, wait_until
 from tagger.sending.spendguard import Held, held_usage
@@ -32,43 +32,6 @@ LEASE_LOST = (
     "this actor was unheard by the run's limiter for longer than --timeout: its permits were "
     "counted at their most"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Permit:
-    """One request's turn: when it may go (monotonic), the tokens it booked, what it holds."""
-
-    due: float
-    tokens: int
-    held: Usage | None  # at the spend cap (None: no cap)
-    at: float  # its time on the cluster's clock (how the limiter knows it)
-
-
-class LimiterLink(Protocol):
-    """The limiter as a worker reaches it (a Ray actor handle, or the object itself)."""
-
-    def grant(
-        self, want: int, tokens: int, report: Report, held: Usage, worker: str
-    ) -> Awaitable[Grant]:
-        """Permits, after counting the report; under a cap each holds `held`."""
-
-    def hold_more(self, extra: Usage, worker: str) -> Awaitable[Hold]:
-        """Hold more for a request its permit does not cover."""
-
-    def report(self, report: Report, worker: str) -> Awaitable[None]:
-        """Count answers and returned permits."""
-
-    def pause(self, seconds: float) -> Awaitable[None]:
-        """Hold every worker."""
-
-    def tighten(self, kind: str, limit: int) -> Awaitable[None]:
-        """A lower limit learned from a server's headers."""
-
-    def stop(self, reason: str) -> Awaitable[None]:
-        """Stop every worker."""
-
-    def watch(self, version: int) -> Awaitable[ClusterState]:
-        """The cluster's state once its version differs from `version`."""
 
 
 class ClusterGate(SendGate):
@@ -92,6 +55,7 @@ class ClusterGate(SendGate):
         self._told: dict[str, int] = {}
         self._background: set[asyncio.Future[None]] = set()
         self._taken: dict[asyncio.Task[Any] | None, float] = {}  # each request's permit time
+        self._clock = LimiterClock()
 
     # --- SendGate's hooks --------------------------------------------------------------------
 
@@ -168,7 +132,7 @@ class ClusterGate(SendGate):
         (at once if it left late: the windows after it depend on it)."""
         if not self._paced:
             return
-        went = max(booked, time.time())
+        went = max(booked, self._clock.now())
         if went - booked > UNSURE_SECONDS:  # the limiter may count it no more: not sent
             log.debug("request held back: written %.1f s after its permit's time", went - booked)
             self._pending += Report(unused=(booked,))
@@ -238,6 +202,7 @@ class ClusterGate(SendGate):
         asked = time.monotonic()
         try:
             grant = await self._link.grant(self._want, tokens, report, self._largest, self._id)
+            self._clock.heard(grant.clock, asked, time.monotonic())
         except Exception as exc:  # the limiter actor is gone: pacing cannot be kept
             self._stop_here(f"{LIMITER_LOST} ({type(exc).__name__})")
             return
@@ -247,7 +212,7 @@ class ClusterGate(SendGate):
         if grant.lost:
             self._stop_here(LEASE_LOST)
             return
-        offset = time.monotonic() - time.time()  # the cluster's clock to this process's
+        offset = self._clock.offset
         if grant.times:
             now = time.monotonic()
             log.debug(

@@ -14,11 +14,12 @@ import time
 from collections.abc import Callable
 
 from tagger.errors import BudgetExceeded
-from tagger.ray.budget import Hold, WorkerHolds
+from tagger.ray.budget import WorkerHolds
 from tagger.ray.messages import (
     MAX_WORKERS_COUNTED,
     ClusterState,
     Grant,
+    Hold,
     LimiterStats,
     Report,
     WorkerCounters,
@@ -119,9 +120,9 @@ class ClusterLimiter:
             times.append(due)
         self._permits += len(times)
         if self._holds is None:
-            return Grant(tuple(times), tokens, self.paced, self.state())
+            return Grant(tuple(times), tokens, self.paced, self.state(), clock=now)
         self._holds.granted(worker, len(times), held, now)
-        return Grant(tuple(times), tokens, self.paced, self.state(), held)
+        return Grant(tuple(times), tokens, self.paced, self.state(), held, clock=now)
 
     def hold_more(self, extra: Usage, worker: str = "") -> Hold:
         """Hold `extra` more for a request whose permit holds less than it can cost (a longer

@@ -3,10 +3,20 @@ state, each worker's counts and the run's sending so far (plain values: they cro
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import enum
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from tagger.usage import NO_USAGE, Usage
+
+
+class Hold(enum.Enum):
+    """The limiter's answer to a request that needs more held than its permit holds."""
+
+    HELD = "held"
+    WAIT = "wait"  # no room until answers in flight settle: ask again in a moment
+    NEVER = "never"  # it cannot fit under the cap even alone: the cap stops the cluster
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,15 +56,15 @@ class Report:
 class Grant:
     """Permits: each may send one request of `tokens` estimated tokens at its time."""
 
-    # When each may go, on the cluster's clock (time.time(): the one clock every node shares,
-    # within NTP's error), ascending. Absolute, so that a grant that took long to arrive makes
-    # its permits late (dropped), never bunched with other workers' sends.
+    # When each may go, on the limiter's clock, ascending. Absolute, so that a grant that took
+    # long to arrive makes its permits late, never bunched with other workers' sends.
     times: tuple[float, ...]
     tokens: int
     paced: bool  # a rate limit is in force: a permit used late is lost, not sent in a burst
     state: ClusterState
     held: Usage | None = None  # what each permit holds at the spend cap (None: no cap)
     lost: bool = False  # the worker was unheard for longer than its lease: it sends no more
+    clock: float = 0.0  # the limiter's clock when it granted them (workers set theirs by it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,3 +132,40 @@ def add_counters(counters: list[WorkerCounters]) -> WorkerCounters:
         mode_fallbacks=names(lambda c: c.mode_fallbacks),
         usage_estimated=sum(c.usage_estimated for c in counters),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Permit:
+    """One request's turn: when it may go (monotonic), the tokens it booked, what it holds."""
+
+    due: float
+    tokens: int
+    held: Usage | None  # at the spend cap (None: no cap)
+    at: float  # its time on the cluster's clock (how the limiter knows it)
+
+
+class LimiterLink(Protocol):
+    """The limiter as a worker reaches it (a Ray actor handle, or the object itself)."""
+
+    def grant(
+        self, want: int, tokens: int, report: Report, held: Usage, worker: str
+    ) -> Awaitable[Grant]:
+        """Permits, after counting the report; under a cap each holds `held`."""
+
+    def hold_more(self, extra: Usage, worker: str) -> Awaitable[Hold]:
+        """Hold more for a request its permit does not cover."""
+
+    def report(self, report: Report, worker: str) -> Awaitable[None]:
+        """Count answers and returned permits."""
+
+    def pause(self, seconds: float) -> Awaitable[None]:
+        """Hold every worker."""
+
+    def tighten(self, kind: str, limit: int) -> Awaitable[None]:
+        """A lower limit learned from a server's headers."""
+
+    def stop(self, reason: str) -> Awaitable[None]:
+        """Stop every worker."""
+
+    def watch(self, version: int) -> Awaitable[ClusterState]:
+        """The cluster's state once its version differs from `version`."""

@@ -29,8 +29,8 @@ from tagger.prompting.prompts import Prompt
 from tagger.prompting.schema import answer_json_schema, build_answer_model
 from tagger.prompting.taxonomy import Synonyms, Taxonomy
 from tagger.ray.actors import RayLink
-from tagger.ray.gate import ClusterGate, LimiterLink
-from tagger.ray.messages import WorkerCounters
+from tagger.ray.gate import ClusterGate
+from tagger.ray.messages import LimiterLink, WorkerCounters
 from tagger.ray.records import (
     BadRecord,
     error_record,
