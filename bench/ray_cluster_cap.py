@@ -37,6 +37,8 @@ from tests.fakeserver import FakeLLM
 from tests.harness import taxonomy_ids
 
 MODEL = "gpt-5.4-nano"
+# A cluster started with `ray start` checks a token (Ray 2.60): every node and driver uses it.
+ENV = {**os.environ, "RAY_AUTH_MODE": "token"}
 
 
 def free_port() -> int:
@@ -53,6 +55,14 @@ class Cluster:
         self.address = f"127.0.0.1:{self.port}"
         self.temp = temp
         self.nodes: list[subprocess.Popen[bytes]] = []
+        try:
+            self._start(nodes)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, nodes: int) -> None:
+        temp = self.temp
         base = random.Random().randrange(40_000, 55_000, 500)
         for n in range(nodes):
             ports = [
@@ -74,7 +84,11 @@ class Cluster:
             log = (temp.parent / f"node{n}.log").open("wb")
             self.nodes.append(
                 subprocess.Popen(
-                    [*command, *role, *ports], stdout=log, stderr=log, start_new_session=True
+                    [*command, *role, *ports],
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,
+                    env=ENV,
                 )
             )
             if n == 0:
@@ -99,7 +113,10 @@ class Cluster:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             done = subprocess.run(
-                [sys.executable, "-c", check, self.address], capture_output=True, text=True
+                [sys.executable, "-c", check, self.address],
+                capture_output=True,
+                text=True,
+                env=ENV,
             )
             alive = done.stdout.strip().splitlines()[-1:] if done.stdout else []
             if alive and alive[0].isdigit() and int(alive[0]) >= nodes:
@@ -170,7 +187,11 @@ def one_try(url: str, fake: FakeLLM, cluster: Cluster, args: argparse.Namespace,
         command += ["--ray", "--ray-address", cluster.address, "--ray-actors", str(args.actors)]
         began = time.monotonic()
         done = subprocess.run(
-            [sys.executable, "-m", "tagger", *command], capture_output=True, text=True, cwd=ROOT
+            [sys.executable, "-m", "tagger", *command],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=ENV,
         )
         wall = time.monotonic() - began
         manifest_file = out.with_name("out.manifest.json")
