@@ -187,6 +187,7 @@ def worker_report(logs: Path) -> list[str]:
     ahead: list[float] = []
     lost: list[float] = []
     late: list[float] = []
+    written: list[float] = []  # when each request was written (monotonic, every actor)
     stale = returned = 0
     batches: list[float] = []
     for path in logs.glob("*.log"):
@@ -196,8 +197,10 @@ def worker_report(logs: Path) -> list[str]:
                 ahead.append(float(m.group(3)))
             elif m := re.search(r"permit lost: woke ([\d.]+) ms", line):
                 lost.append(float(m.group(1)))
-            elif m := re.search(r"permit used ([\d.]+) ms after", line):
-                late.append(float(m.group(1)))
+            elif m := re.search(r"request written (-?[\d.]+) ms after", line):
+                written.append(float(line.split()[0]))
+                if float(m.group(1)) > 20:
+                    late.append(float(m.group(1)))
             elif m := re.search(r"(\d+) permits stale", line):
                 stale += int(m.group(1))
             elif m := re.search(r"(\d+) permits returned", line):
@@ -219,7 +222,20 @@ def worker_report(logs: Path) -> list[str]:
         f"{len(lost)} woken too late (ms {spread(lost)}), {stale} stale, {returned} returned "
         "at a batch's end",
         f"  batches: {len(batches)}, seconds each {spread(batches)}",
+        f"  the most requests written in any one second, all actors together: "
+        f"{most_in_a_second(written)}",
     ]
+
+
+def most_in_a_second(times: list[float]) -> int:
+    """The most of `times` in any window of one second."""
+    times = sorted(times)
+    most = start = 0
+    for end, at in enumerate(times):
+        while times[start] <= at - 1.0:
+            start += 1
+        most = max(most, end - start + 1)
+    return most
 
 
 def idle_gaps(trace: Path, per_minute: int) -> str:

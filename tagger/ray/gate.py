@@ -138,8 +138,8 @@ class ClusterGate(SendGate):
             self._pending += Report(unused=(booked,))
             raise WrittenTooLate
         self._pending += Report(sent=((booked, went),))
+        log.debug("request written %.1f ms after its permit's time", (went - booked) * 1000)
         if went - booked > MAX_LAG_SECONDS:
-            log.debug("permit used %.1f ms after its time", (went - booked) * 1000)
             report, self._pending = self._pending, Report()
             self._send(self._link.report(report, self._id))
 
