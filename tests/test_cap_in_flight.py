@@ -222,3 +222,23 @@ def test_an_answer_without_a_believable_usage_counts_at_its_most_at_the_cap(
 
     assert asyncio.run(run()) == "ok" and client.usage_estimated == 1
     assert guard.used == ESTIMATE.worst()
+
+
+def test_a_worker_that_holds_nothing_is_never_taken_for_lost() -> None:
+    from tagger.ray.budget import times
+    from tagger.ray.limiter import ClusterLimiter
+    from tagger.ray.messages import Report
+
+    now = [100.0]
+    guard = SpendGuard(None, 0.01, _cost)
+    limiter = ClusterLimiter(None, None, guard, _cost, clock=lambda: now[0], lease=30.0)
+    worst = Usage(prompt_tokens=1000, completion_tokens=100)
+    assert len(limiter.grant(8, 1000, held=worst, worker="a").times) == 6
+    assert limiter.grant(8, 1000, held=worst, worker="b").times == ()  # no room: holds nothing
+    now[0] = 125.0
+    limiter.report(
+        Report(used=Usage(1000, 10), settled=6, settled_held=times(worst, 6)), worker="a"
+    )
+    now[0] = 200.0  # long after: neither holds anything, neither is lost
+    assert not limiter.grant(1, 1000, held=worst, worker="b").lost
+    assert not limiter.grant(1, 1000, held=worst, worker="a").lost

@@ -78,6 +78,10 @@ class WorkerHolds:
 
     def granted(self, worker: str, permits: int, held_each: Usage, now: float) -> None:
         """A worker was given `permits` permits, each holding `held_each`."""
+        if permits == 0:
+            if worker in self._out:
+                self._out[worker].seen = now
+            return
         out = self._out.setdefault(worker, Outstanding())
         out.permits += permits
         out.held += times(held_each, permits)
@@ -102,7 +106,9 @@ class WorkerHolds:
         """Charge the holds of workers silent for longer than the lease; what was charged."""
         charged = NO_USAGE
         for worker, out in list(self._out.items()):
-            if now - out.seen > self.lease:
+            if out.permits <= 0 and out.held == NO_USAGE:
+                del self._out[worker]  # nothing held: nothing to lose
+            elif now - out.seen > self.lease:
                 self.guard.settle(out.held, out.held, out.permits)
                 charged += out.held
                 self.lost.add(worker)
