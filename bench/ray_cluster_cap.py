@@ -41,17 +41,30 @@ MODEL = "gpt-5.4-nano"
 ENV = {**os.environ, "RAY_AUTH_MODE": "token"}
 
 
-def free_port() -> int:
+def free_block(size: int) -> int:
+    """The first of `size` consecutive ports none of which is in use now."""
+    rng = random.Random()
+    for _ in range(200):
+        first = rng.randrange(20_000, 60_000 - size)
+        if all(_free(port) for port in range(first, first + size)):
+            return first
+    raise RuntimeError(f"no {size} free ports in a row")
+
+
+def _free(port: int) -> bool:
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+        try:
+            probe.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+        return True
 
 
 class Cluster:
     """Ray nodes of our own, each `ray start --block` in a process group we can end."""
 
     def __init__(self, nodes: int, temp: Path) -> None:
-        self.port = free_port()
+        self.port = free_block(200 * nodes + 1)
         self.address = f"127.0.0.1:{self.port}"
         self.temp = temp
         self.nodes: list[subprocess.Popen[bytes]] = []
@@ -63,17 +76,20 @@ class Cluster:
 
     def _start(self, nodes: int) -> None:
         temp = self.temp
-        base = random.Random().randrange(40_000, 55_000, 500)
+        # Each node its own block of ports, all different, none in use: a port probed free and
+        # closed can be handed out again by the system, so they are not asked of it one by one.
+        base = self.port + 1
         for n in range(nodes):
+            block = base + 200 * n
             ports = [
-                "--node-manager-port", str(free_port()),
-                "--object-manager-port", str(free_port()),
-                "--min-worker-port", str(base + 100 * n),
-                "--max-worker-port", str(base + 100 * n + 99),
-                "--dashboard-agent-listen-port", str(free_port()),
-                "--dashboard-agent-grpc-port", str(free_port()),
-                "--runtime-env-agent-port", str(free_port()),
-                "--metrics-export-port", str(free_port()),
+                "--node-manager-port", str(block),
+                "--object-manager-port", str(block + 1),
+                "--dashboard-agent-listen-port", str(block + 2),
+                "--dashboard-agent-grpc-port", str(block + 3),
+                "--runtime-env-agent-port", str(block + 4),
+                "--metrics-export-port", str(block + 5),
+                "--min-worker-port", str(block + 10),
+                "--max-worker-port", str(block + 199),
             ]  # fmt: skip
             if n == 0:
                 role = ["--head", "--port", str(self.port), "--include-dashboard=false",
