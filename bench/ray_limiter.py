@@ -126,7 +126,13 @@ async def capacity(callers: int, calls: int) -> str:
 
 
 def cli_run(
-    actors: int, per_minute: int, busy: int, items: int, concurrency: int, code: Path | None
+    actors: int,
+    per_minute: int,
+    busy: int,
+    items: int,
+    concurrency: int,
+    code: Path | None,
+    nice: int | None = None,
 ) -> str:
     """`tagger run --ray` (its own process, a local Ray, real actors) against a fake enforcing
     `per_minute` over every sliding second, with `busy` busy loops beside it; `code`: the
@@ -134,7 +140,7 @@ def cli_run(
     import subprocess
     import tempfile
 
-    from common import run_args, server_stats, write_abstracts
+    from common import renice, run_args, server_stats, write_abstracts
 
     loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
     try:
@@ -143,6 +149,8 @@ def cli_run(
             trace = Path(tmp) / "server.jsonl"
             limits = ["--rpm", str(per_minute), "--window", "60", "--per-second"]
             with fake_server(*limits, "--trace", str(trace)) as (proc, url):
+                if nice is not None and not renice(proc.pid, nice):
+                    print(f"could not renice the fake server to {nice}", file=sys.stderr)
                 args = run_args(source, Path(tmp) / "out.jsonl", url, "--no-cache")
                 args += ["--rpm", str(per_minute), "--concurrency", str(concurrency)]
                 args += ["--ray", "--ray-actors", str(actors), "-q"]
@@ -164,6 +172,7 @@ def cli_run(
             gaps = idle_gaps(trace, per_minute)
             manifest = json.loads((Path(tmp) / "out.manifest.json").read_text())
             print("\n".join(worker_report(logs)), flush=True)
+            print(after_the_wire(logs, trace, per_minute // 60), flush=True)
     finally:
         for loop in loops:
             loop.kill()
@@ -174,6 +183,7 @@ def cli_run(
     span = float(counts.get("answered_span", 0.0))  # type: ignore[arg-type]
     used = (ok - 1) / (span * per_minute / 60) if span else 0.0
     version = "" if code is None else f" [{code.name}]"
+    version += "" if nice is None else f" (the fake at nice {nice})"
     return (
         f"tagger run --ray{version}, {actors} actors x {concurrency}, {busy} busy loops: exit "
         f"{done.returncode}, {ok} answered, {limited} x 429, limit used {used:6.1%} "
@@ -238,6 +248,32 @@ def most_in_a_second(times: list[float]) -> int:
     return most
 
 
+def after_the_wire(logs: Path, trace: Path, cap: int) -> str:
+    """How much shorter `cap + 1` requests in a row were when the server judged them than when
+    the actors wrote them (the n-th written taken for the n-th judged)."""
+    written = sorted(
+        float(line.split()[0])
+        for path in logs.glob("*.log")
+        for line in path.read_text().splitlines()
+        if "request written" in line
+    )
+    judged = sorted(
+        json.loads(line)["limited_at"] for line in trace.read_text().splitlines() if line
+    )
+    if len(written) != len(judged) or len(written) <= cap:
+        return f"  written {len(written)}, judged {len(judged)}: not paired"
+    shrink = sorted(
+        (written[i + cap] - written[i]) - (judged[i + cap] - judged[i])
+        for i in range(len(written) - cap)
+    )
+    delays = sorted(b - a for a, b in zip(written, judged, strict=True))
+    return (
+        f"  written to judged: delay median {statistics.median(delays) * 1000:.1f} ms, max "
+        f"{delays[-1] * 1000:.1f} ms; {cap + 1} in a row shrank by up to "
+        f"{shrink[-1] * 1000:.1f} ms (99th percentile {shrink[int(0.99 * len(shrink))] * 1000:.1f})"
+    )
+
+
 def idle_gaps(trace: Path, per_minute: int) -> str:
     """Where the server waited for requests: the gaps between arrivals longer than 3 paces."""
     times = sorted(
@@ -282,6 +318,9 @@ def main() -> int:
     parser.add_argument("--busy", type=int, default=2, help="busy loops beside the real run")
     parser.add_argument("--loaded-only", action="store_true", help="real actors: only --busy")
     parser.add_argument("--against", type=Path, default=None, help="another version's code")
+    parser.add_argument(
+        "--server-nice", type=int, default=None, help="the fake server's niceness (e.g. -10)"
+    )
     args = parser.parse_args()
     if args.actors:
         simulated(args)
@@ -289,7 +328,13 @@ def main() -> int:
         for busy in [args.busy] if args.loaded_only else sorted({0, args.busy}):
             for code in [None, *([args.against] if args.against else [])]:
                 line = cli_run(
-                    actors, args.cli_limit, busy, args.cli_items, args.concurrency * 2, code
+                    actors,
+                    args.cli_limit,
+                    busy,
+                    args.cli_items,
+                    args.concurrency * 2,
+                    code,
+                    args.server_nice,
                 )
                 print(line, flush=True)
     return 0
