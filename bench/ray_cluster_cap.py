@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -255,6 +256,7 @@ def main() -> int:
         if cluster is not None:
             cluster.stop()
         fake.stop()
+        shutil.rmtree(temp.parent, ignore_errors=True)
     print(f"{sum(results)}/{len(results)} tries within the cap")
     return 0 if all(results) else 1
 
