@@ -5,6 +5,7 @@
 Runs scripts/render_workbooks.py (LibreOffice headless; see there) into a scratch directory
 at 100 dpi and copies the pages the review page shows into docs/images/review/:
 
+    review.png       review.xlsx's first page: the reading columns, rows as tall as their text
     counts.png       review.xlsx's `counts` sheet with its two bar charts (the first page
                      whose text starts with its header, `kind`: the review rows come first)
     metrics.png      eval.xlsx's `metrics` sheet (its first page)
@@ -25,6 +26,7 @@ FIGURES = REPO / "docs" / "images" / "review"
 # figure name -> (workbook, page index among that workbook's pages, or the first word the page
 # starts with)
 PAGES: dict[str, tuple[str, int | str]] = {
+    "review": ("review", 0),
     "counts": ("review", "kind"),
     "metrics": ("eval", 0),
     "confusion": ("eval", 1),

@@ -129,6 +129,12 @@ def render(books: list[Path], out: Path, resolution: int) -> list[Path]:
     soffice = shutil.which("soffice") or shutil.which("libreoffice")
     if soffice is None:
         sys.exit("LibreOffice is not installed: apt-get install -y libreoffice-calc")
+    family = subprocess.run(["fc-match", "-f", "%{family}", "Calibri"], capture_output=True,
+                            text=True).stdout if shutil.which("fc-match") else ""  # fmt: skip
+    if "Carlito" not in family and "Calibri" not in family:
+        print(f"LibreOffice will draw Calibri in {family or 'another font'}, wider: rows and "
+              "pages will not be what a reviewer with Carlito or Calibri gets (apt-get install "
+              "-y fonts-crosextra-carlito)", file=sys.stderr)  # fmt: skip
     pages: list[Path] = []
     png = out / "png"
     png.mkdir(parents=True, exist_ok=True)

@@ -182,7 +182,7 @@ def tag(items: object, *, progress: bool = True, **options: Any) -> Run:
     progress: draw a progress line (on stderr, or in the notebook cell); False: nothing.
     options: the options of `tagger run`, with the same names, defaults and environment
         variables (and the `.env` file of the current directory): model, base_url, api_key,
-        prompt, prompts_dir, mode, concurrency, rpm, tpm, timeout, max_attempts,
+        prompt, prompts_dir, mode, concurrency, per_request, rpm, tpm, timeout, max_attempts,
         repair_turns, cache_dir, no_cache, refresh, max_cost, max_requests, prices, http,
         no_logprobs; batch=True (the Batch API: half price, waits for the batches), with
         finish_live, batch_max_requests, batch_max_bytes, batch_poll; cascade="CHEAP,STRONG"

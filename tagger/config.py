@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from tagger import defaults
 from tagger.defaults import default_concurrency, default_timeout
 from tagger.project import default_cache_dir
+from tagger.prompting.packs import MAX_PER_REQUEST
 
 
 class Mode(StrEnum):
@@ -155,6 +156,8 @@ class RunConfig(BaseModel):
     # model gets that one used (tagger.sending.models.with_only_model).
     choose_model: bool = False
     cascade: CascadeConfig | None = None  # None: one model answers every abstract
+    # Abstracts per chat request; None: chosen for the server and prompt (tagger.defaults).
+    per_request: int | None = Field(None, ge=1, le=MAX_PER_REQUEST)
 
     @model_validator(mode="before")
     @classmethod

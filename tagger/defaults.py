@@ -1,7 +1,8 @@
 """Every default value of a run, in one place (plain values: `--help` imports them fast).
 
-The defaults that depend on the server (concurrency, timeout) are resolved here too, by
-`default_concurrency` and `default_timeout`: the CLI, the config and the Python API ask them.
+The defaults that depend on the server (concurrency, timeout, abstracts per request) are
+resolved here too, by `default_concurrency`, `default_timeout` and `default_per_request`: the
+CLI, the config and the Python API ask them.
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ REMOTE_TIMEOUT = 300.0
 LOCAL_TIMEOUT = 600.0
 # OpenAI's flex-processing guide: requests are slower, raise the SDK's timeout to 15 minutes.
 FLEX_TIMEOUT = 900.0
+# Abstracts per request where the provider bills prompt caching (OpenAI's API, a model priced
+# with a cached-input price) and the prompt packs: the shared prefix is then paid once per
+# this many abstracts, mostly at the cached price (measured: docs/benchmarks.md). Local and
+# unknown servers get one: small models answer one abstract better, and nothing is billed.
+PER_REQUEST = 8
 # The OpenAI Batch API's limits per input file, and how often a waiting run asks for progress.
 BATCH_MAX_REQUESTS = 50_000
 BATCH_MAX_BYTES = 200 * 1024 * 1024
@@ -76,6 +82,13 @@ def is_local_url(url: str | None) -> bool:
 def default_timeout(base_url: str | None) -> float:
     """Seconds per request when --timeout is not given: 600 for a local server, else 300."""
     return LOCAL_TIMEOUT if is_local_url(base_url) else REMOTE_TIMEOUT
+
+
+def default_per_request(base_url: str | None, *, caches_prompts: bool) -> int:
+    """Abstracts per request when --per-request is not given (and the prompt packs): 8 on
+    OpenAI's API when the model's price has a cached-input price, else 1."""
+    host = urlsplit(base_url or BASE_URL).hostname
+    return PER_REQUEST if caches_prompts and host == urlsplit(BASE_URL).hostname else 1
 
 
 def default_concurrency(base_url: str | None) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tagger.pipeline.job import DryRunReport
+from tagger.pipeline.forecast import DryRunReport
 
 __all__ = ["DryRunReport", "estimate"]
 
@@ -23,7 +23,7 @@ def estimate(items: object, **options: Any) -> DryRunReport:
     from tagger.calling import ErrorsFromHere
     from tagger.items import read_items
     from tagger.options import RunOptions
-    from tagger.pipeline.job import dry_run
+    from tagger.pipeline.forecast import dry_run
     from tagger.pricing import PriceTable
 
     with ErrorsFromHere():

@@ -19,9 +19,30 @@ def current_abstract() -> str | None:
 
 
 @contextmanager
+def about(label: str) -> Iterator[None]:
+    """Log lines in the block are about what `label` names (a pack of abstracts)."""
+    token = _ABSTRACT.set(label)
+    try:
+        yield
+    finally:
+        _ABSTRACT.reset(token)
+
+
+@contextmanager
 def about_abstract(source: str, line: int, ident: str) -> Iterator[None]:
     """Log lines in the block are about this abstract: its file and line, else its id."""
     token = _ABSTRACT.set(f"{source}:{line}" if source and line > 0 else f"abstract {ident}")
+    try:
+        yield
+    finally:
+        _ABSTRACT.reset(token)
+
+
+@contextmanager
+def about_the_run() -> Iterator[None]:
+    """Log lines in the block are about the whole run, whichever abstract's task runs it (the
+    model check, once per run, runs in the first abstract's task)."""
+    token = _ABSTRACT.set(None)
     try:
         yield
     finally:

@@ -54,6 +54,7 @@ ENVIRONMENT: dict[str, str] = {
     "batch_max_bytes": "TAGGER_BATCH_MAX_BYTES",
     "batch_poll": "TAGGER_BATCH_POLL",
     "ray_address": "RAY_ADDRESS",
+    "per_request": "TAGGER_PER_REQUEST",
 }
 
 
@@ -87,6 +88,7 @@ class RunOptions(BaseModel):
     prompts_dir: Path | None = None  # None: ./prompts, else the installed copy
     mode: Mode | None = None  # None: detect
     concurrency: int | None = Field(None, ge=1)  # None: chosen for the server
+    per_request: int | None = Field(None, ge=1)  # None: chosen for the server and prompt
     rpm: int | None = Field(None, ge=1)
     tpm: int | None = Field(None, ge=1)
     timeout: float | None = Field(None, gt=0)  # None: chosen for the server
@@ -212,6 +214,7 @@ class RunOptions(BaseModel):
                 batch=self._batch(),
                 choose_model=self.model is None,
                 cascade=self._cascade(),
+                per_request=self.per_request,
             )
         except ValidationError as exc:
             raise config_error(exc) from None
@@ -238,8 +241,10 @@ class RunOptions(BaseModel):
                 "--cascade decides by the cheap model's confidence (its logprobs): "
                 "drop --no-logprobs"
             )
-        if self.ray:
-            raise UsageError("--cascade does not run on Ray yet: drop --ray (live or --batch)")
+        if self.ray and self.batch:
+            raise UsageError(
+                "--cascade runs its stages on Ray or through the Batch API: drop --ray or --batch"
+            )
         if self.detach:
             raise UsageError(
                 "--cascade waits between its stages: drop --detach (--batch alone waits)"

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-_MARKER = '"task_area": "'  # how json.dumps spells the key before the value
+# How json.dumps spells the key before the value: with a space, or compact (a pack's answers).
+_MARKER = re.compile(r'"task_area": ?"')
 _CHUNK = 4  # characters per fake token (OpenAI's tokens average about four)
 
 
@@ -39,8 +41,9 @@ def token_logprobs(content: str, odds: AreaOdds, top: int) -> list[dict[str, Any
     it names one area) is its alternative with odds.runner_up_confidence. `top` alternatives at
     most, the chosen token first, as OpenAI lists them.
     """
-    start = content.find(_MARKER) + len(_MARKER)
-    quote = content.find('"', start) if start >= len(_MARKER) else -1
+    found = _MARKER.search(content)
+    start = found.end() if found else -1
+    quote = content.find('"', start) if found else -1
     if quote < 0:  # no area in this answer (invalid JSON, cut off): all certain
         return [_token(piece, 1.0, [], top) for piece in _chunks(content)]
     spelled = content[start : quote + 1]

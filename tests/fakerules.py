@@ -8,9 +8,10 @@ tests check against this one):
 - each family takes its own `reasoning_effort` values: gpt-5/-mini/-nano minimal, low, medium,
   high; gpt-5.1 none, low, medium, high; gpt-5.2 to gpt-5.5 none to xhigh; gpt-5.6 (-sol,
   -terra, -luna) and gpt-6 names none to max, but gpt-6.1-sol and gpt-6-astra low to max (no
-  none: they never take sampling parameters); o-series low, medium, high; a model that does not
-  reason refuses the parameter (OpenAI's model pages, the reasoning guide and the GPT-6
-  deployment checklist, read 2026-12-01);
+  none: they never take sampling parameters), gpt-6.2-sol too ("The API rejects requests that
+  set reasoning effort to none", its page, read 2026-12-04); o-series low, medium, high; a
+  model that does not reason refuses the parameter (OpenAI's model pages, the reasoning guide
+  and the GPT-6 deployment checklist, read 2026-12-01);
 - reasoning tokens count in `completion_tokens` and against `max_completion_tokens`, and are
   reported in `usage.completion_tokens_details.reasoning_tokens`;
 - `service_tier: "flex"` only for the models the pricing page and model pages list under Flex
@@ -47,6 +48,7 @@ _TO_MAX = ("none", "low", "medium", "high", "xhigh", "max")
 _GPT56 = ModelRules(True, _TO_MAX, "medium", samples_without_reasoning=True)
 _GPT6_LUNA = ModelRules(True, _TO_MAX, "medium", flex=True, samples_without_reasoning=True)
 _GPT61_SOL = ModelRules(True, _TO_MAX[1:], "medium", flex=True)
+_GPT62_SOL = ModelRules(True, _TO_MAX[1:], "medium")  # its page names no Flex tier
 _GPT6_ASTRA = ModelRules(True, _TO_MAX[1:], "medium")
 _O = ModelRules(True, ("low", "medium", "high"), "medium", flex=True)
 _O_NO_FLEX = ModelRules(True, ("low", "medium", "high"), "medium")
@@ -58,6 +60,7 @@ _RULES: tuple[tuple[str, ModelRules], ...] = (
     (r"gpt-5\.6(?:-sol|-terra|-luna)?" + _DATED, _GPT56),
     (r"gpt-6-luna" + _DATED, _GPT6_LUNA),
     (r"gpt-6\.1-sol" + _DATED, _GPT61_SOL),
+    (r"gpt-6\.2-sol" + _DATED, _GPT62_SOL),
     (r"gpt-6(?:\.\d+)?-astra" + _DATED, _GPT6_ASTRA),
     (r"gpt-6(?:\.\d+)?-[a-z]+" + _DATED, _GPT56),
     (r"(?:o3|o4-mini)" + _DATED, _O),
@@ -78,7 +81,7 @@ SNAPSHOTS = {
 # GET /v1/models of a fake that serves any name: these, like an OpenAI key's list.
 # OpenAI's own list, 2026-12-01: the gpt-5.6 tiers and gpt-6 names among them.
 TODAYS = ("gpt-5.6", "gpt-5.6-sol", "gpt-5.6-terra", "gpt-5.6-luna", "gpt-6-astra", "gpt-6-sol",
-          "gpt-6-luna", "gpt-6.1-sol", "gpt-6.1-terra")  # fmt: skip
+          "gpt-6-luna", "gpt-6.1-sol", "gpt-6.1-terra", "gpt-6.2-sol", "gpt-6.2-astra")  # fmt: skip
 CATALOGUE = ("fake-model", *SNAPSHOTS, *SNAPSHOTS.values(), "gpt-5.1", "gpt-5.5", "o3", *TODAYS)
 # Reasoning tokens the fake spends per effort before answering (FakeLLM.reasoning_spend).
 DEFAULT_SPEND = {"none": 0, "minimal": 0, "low": 96, "medium": 320, "high": 1200, "xhigh": 2400}

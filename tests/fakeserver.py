@@ -31,6 +31,7 @@ except ModuleNotFoundError:  # run as a script (FakeLLM.spawn): make `tests` imp
 from tests.fakebatch_objects import RawJSON
 from tests.fakelogprobs import AreaOdds, default_odds, token_logprobs
 from tests.fakemodels import CHEAP, STRONG, Skill, skilled_answer
+from tests.fakepack import pack_content, pack_items
 from tests.fakerules import (
     CATALOGUE,
     DEFAULT_SPEND,
@@ -44,7 +45,7 @@ from tests.fakerules import (
 _STATUS_FAULTS = ("429", "500", "502", "503", "408", "400", "401", "403", "404", "422")
 FAULTS = frozenset(
     ("ok", "drop", "hang", "invalid_json", "schema_invalid", "truncated", *_STATUS_FAULTS)
-) | {"trickle", "html", "not_json", "flex_busy"}
+) | {"trickle", "html", "not_json", "flex_busy", "pack_short"}  # pack_short: one answer less
 # 200 answers that are not an OpenAI JSON body (a wrong base URL, a web server, a proxy page).
 _RAW_BODIES = {
     "html": (
@@ -173,6 +174,9 @@ def fake_answer(text: str, areas: Sequence[str]) -> dict[str, Any]:
 def _schema_enum(rf: dict[str, Any]) -> list[str] | None:
     """Extract properties.task_area.enum (following local $ref) from a json_schema format."""
     schema = (rf.get("json_schema") or {}).get("schema") or {}
+    answers = (schema.get("properties") or {}).get("answers")
+    if isinstance(answers, dict) and isinstance(answers.get("items"), dict):
+        schema = answers["items"]  # a pack's schema: one answer per abstract (tests/fakepack.py)
     prop = (schema.get("properties") or {}).get("task_area") or {}
     for _ in range(4):
         subs = [prop, *prop.get("allOf", []), *prop.get("anyOf", [])]
@@ -253,6 +257,9 @@ class FakeLLM:
         # Rewrites every 200 chat answer, live and batch: (first user message, body) -> a body,
         # or RawJSON text (a hostile server: an echoed key, deep nesting, huge numbers).
         self.reply_hook: Callable[[str, dict[str, Any]], dict[str, Any] | RawJSON] | None = None
+        # Answers a chat request with this (status, body, headers) instead of its usual reply
+        # when it returns one: a hostile server's odd refusals. None: as usual.
+        self.error_hook: Callable[[dict[str, Any]], Reply | None] | None = None
         self.fault_rates: dict[str, float] = {}
         self.retry_after = 1.0
         self.hang_seconds = 30.0
@@ -649,6 +656,8 @@ class FakeLLM:
         if gate is not None:
             await gate.wait()
         body = rec.body or {}
+        if self.error_hook is not None and (odd := self.error_hook(body)) is not None:
+            return odd
         model = str(body.get("model", "fake-model"))
         if self.models is not None and model not in self.models:
             return _error(404, model=model)
@@ -727,13 +736,22 @@ class FakeLLM:
                 enum = _schema_enum({"json_schema": {"schema": schema}})  # llama.cpp's grammar
             elif self.unconstrained_json == "ramble":  # a small model without a grammar
                 fault = "ramble"
-        answer = self.answer_for(user, enum)
-        odds: AreaOdds | None = None
-        if (skill := self.skills.get(model)) is not None:
-            answer["task_area"], odds = skilled_answer(model, skill, user, enum or self.areas)
-        if fault == "schema_invalid":
-            answer = {"summary": answer["summary"], "task_area": "not-an-area", "method_tags": []}
+        answer, odds = self._answer(model, user, enum, fault)
         content = json.dumps(answer)
+        spelled: list[dict[str, Any]] | None = None  # a pack's logprobs, each answer's own odds
+        if (alone := pack_items(user)) is not None:
+            # A pack (tests/fakepack.py): each abstract answered as in a pack of one.
+            answers = [self._answer(model, text, enum, fault) for text in alone]
+            if fault == "pack_short":
+                answers = answers[:-1]
+            chances = [
+                o or self._odds(text, str(a.get("task_area")), enum)
+                for text, (a, o) in zip(alone, answers, strict=False)
+            ]
+            top = body.get("top_logprobs")
+            content, spelled = pack_content(
+                [a for a, _ in answers], chances, top if isinstance(top, int) else 0
+            )
         if style == "fenced":
             content = f"```json\n{content}\n```"
         elif style == "prose":
@@ -743,6 +761,8 @@ class FakeLLM:
         finish = "stop"
         if fault == "truncated":
             content, finish = content[: len(content) // 2], "length"
+        if spelled is not None and "".join(t["token"] for t in spelled) != content:
+            spelled = None  # a fault changed the pack's content: its tokens spell the new one
         if fault == "ramble":  # echoes the schema from the prompt until max_tokens
             content, finish = '{"type": "object", "properties": {"summary": {"type": "', "length"
         reasoning = 0
@@ -768,7 +788,8 @@ class FakeLLM:
             **extra,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
                          "finish_reason": finish,
-                         "logprobs": self._logprobs(body, user, answer, content, enum, odds)}],
+                         "logprobs": self._logprobs(body, user, answer, content, enum, odds,
+                                                    spelled)}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens,
                       "prompt_tokens_details": {"cached_tokens": cached_tokens},
@@ -780,6 +801,23 @@ class FakeLLM:
                 return 200, hooked, rl_headers | {"content-type": "application/json"}
             answered = hooked
         return 200, answered, rl_headers
+
+    def _answer(
+        self, model: str, user: str, enum: Sequence[str] | None, fault: str
+    ) -> tuple[dict[str, Any], AreaOdds | None]:
+        """The answer to one abstract's first user message, and a skilled model's odds."""
+        answer = self.answer_for(user, enum)
+        odds: AreaOdds | None = None
+        if (skill := self.skills.get(model)) is not None:
+            answer["task_area"], odds = skilled_answer(model, skill, user, enum or self.areas)
+        if fault == "schema_invalid":
+            answer = {"summary": answer["summary"], "task_area": "not-an-area", "method_tags": []}
+        return answer, odds
+
+    def _odds(self, user: str, area: str, enum: Sequence[str] | None) -> AreaOdds:
+        """The odds a first user message is answered with: area_odds by snippet, else default."""
+        odds = next((o for match, o in self.area_odds.items() if match in user), None)
+        return odds or default_odds(user, area, list(enum) if enum else self.areas)
 
     def billed_prompt(self, body: dict[str, Any]) -> tuple[int, int]:
         """Prompt tokens and the cached ones among them, for a body about to be answered."""
@@ -797,14 +835,15 @@ class FakeLLM:
         content: str,
         enum: Sequence[str] | None,
         odds: AreaOdds | None = None,
+        spelled: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any] | None:
-        """choices[0].logprobs when asked for and supported: odds given (a skilled model's),
-        area_odds, else default odds."""
+        """choices[0].logprobs when asked for and supported: a pack's own (`spelled`), odds
+        given (a skilled model's), area_odds, else default odds."""
         if not body.get("logprobs") or self.logprobs_support != "ok":
             return None
-        area = str(answer.get("task_area"))
-        odds = odds or next((o for match, o in self.area_odds.items() if match in user), None)
-        odds = odds or default_odds(user, area, list(enum) if enum else self.areas)
+        if spelled is not None:
+            return {"content": spelled}
+        odds = odds or self._odds(user, str(answer.get("task_area")), enum)
         top = body.get("top_logprobs")
         return {"content": token_logprobs(content, odds, top if isinstance(top, int) else 0)}
 

@@ -248,9 +248,11 @@ def test_batch_runs_through_the_batch_api_and_waits(llm: FakeLLM, tmp_path: Path
     texts = seed_texts()[:6]
     run = tagger.tag(texts, batch=True, batch_poll=0.01, **_options(llm, tmp_path))
     assert [row.status for row in run.rows] == ["ok"] * 6
-    # One live request: the batch's first line sent as a test before uploading (its canary).
-    assert all(row.batch_id for row in run.rows) and _chats(llm) == 1
-    assert run.manifest["batch"]["requests"] == 6 and run.manifest["batch"]["canary_requests"] == 1
+    # One live request: the batch's first line sent as a test before uploading (its canary),
+    # whose answer is kept: the other 5 go into the batch.
+    assert run.rows[0].batch_id is None and all(row.batch_id for row in run.rows[1:])
+    assert _chats(llm) == 1
+    assert run.manifest["batch"]["requests"] == 5 and run.manifest["batch"]["canary_requests"] == 1
     with pytest.raises(tagger.errors.UsageError, match="detach"):
         tagger.tag(texts, batch=True, detach=True, **_options(llm, tmp_path))
 
@@ -337,7 +339,7 @@ def test_a_cli_only_option_says_what_to_use_in_python(llm: FakeLLM, tmp_path: Pa
 
 
 def test_estimate_is_the_cli_dry_run_from_python(llm: FakeLLM, tmp_path: Path) -> None:
-    from tagger.pipeline.job import DryRunReport
+    from tagger.pipeline.forecast import DryRunReport
     from tests.harness import invoke
 
     texts = seed_texts()[:5]

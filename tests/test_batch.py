@@ -21,11 +21,14 @@ def test_a_batch_run_writes_the_rows_a_live_run_writes(tagger_cli: TaggerCLI, tm
     result = batch_run(tagger_cli, "--batch-max-requests", 20)
 
     assert result.exit_code == 0, result.output
-    # The same request bodies as the live run (one builder), split 20 + 20 + 17 per file.
-    assert [len(b.parsed()) for b in tagger_cli.fake.batches.created] == [20, 20, 17]
+    # The same request bodies as the live run (one builder): the first sent live as the batch's
+    # canary (its answer kept), the other 56 split 20 + 20 + 16 per file.
+    assert [len(b.parsed()) for b in tagger_cli.fake.batches.created] == [20, 20, 16]
     lines = batch_lines(tagger_cli.fake)
     assert all(line["url"] == "/v1/chat/completions" for line in lines)
-    assert {first_user_message(line["body"]): line["body"] for line in lines} == live_bodies
+    canary = tagger_cli.chats()[len(live_bodies)].body or {}
+    sent = [canary] + [line["body"] for line in lines]
+    assert {first_user_message(body): body for body in sent} == live_bodies
     # Nothing was sent live by the batch run but its canary (its first line, as a test).
     assert len(tagger_cli.chats()) == len(live_bodies) + 1
     # Rows as the live run wrote them; the batch that answered each one recorded.
@@ -33,7 +36,8 @@ def test_a_batch_run_writes_the_rows_a_live_run_writes(tagger_cli: TaggerCLI, tm
     same = ("id", "summary", "task_area", "method_tags", "status", "error", "mode", "model")
     assert [{k: r[k] for k in same} for r in rows] == [{k: r[k] for k in same} for r in live_rows]
     batch_ids = {b.id for b in tagger_cli.fake.batches.created}
-    assert all(r["batch_id"] in batch_ids for r in rows)
+    assert rows[0]["batch_id"] is None  # answered by the canary
+    assert all(r["batch_id"] in batch_ids for r in rows[1:])
     assert all(r["batch_id"] is None for r in live_rows)
     manifest = tagger_cli.manifest()
     assert manifest["status"] == "complete"
@@ -59,7 +63,9 @@ def test_answers_go_into_the_live_cache(tagger_cli: TaggerCLI):
     assert live.exit_code == 0, live.output
     assert len(tagger_cli.chats()) == canary == 1
     assert len(tagger_cli.fake.batches.created) == created
-    assert all(row["cached"] and row["batch_id"] for row in tagger_cli.rows())
+    rows = tagger_cli.rows()
+    assert all(row["cached"] for row in rows)
+    assert rows[0]["batch_id"] is None and all(row["batch_id"] for row in rows[1:])  # the canary
 
 
 def test_abstracts_already_cached_are_not_submitted(tagger_cli: TaggerCLI):
@@ -71,6 +77,7 @@ def test_abstracts_already_cached_are_not_submitted(tagger_cli: TaggerCLI):
 
     assert result.exit_code == 0, result.output
     submitted = {first_user_message(line["body"]) for line in batch_lines(tagger_cli.fake)}
+    submitted.add(first_user_message(tagger_cli.chats()[-1].body or {}))  # the canary's
     assert len(submitted) == len(seed_texts()) - 3
     assert not submitted & asked
 
@@ -151,7 +158,8 @@ def test_finish_live_sends_what_an_expired_batch_left_live(tagger_cli: TaggerCLI
 
     assert result.exit_code == 0, result.output
     assert len(tagger_cli.fake.batches.created) == 1
-    assert len(tagger_cli.chats()) == len(seed_texts()) - 50 + 1  # and the canary
+    # The canary (its answer kept: 56 lines) and the 6 lines the expired batch left.
+    assert len(tagger_cli.chats()) == 1 + (len(seed_texts()) - 1 - 50)
     rows = tagger_cli.rows()
     assert all(row["status"] == "ok" for row in rows)
     assert sum(row["batch_id"] is None for row in rows) == len(seed_texts()) - 50
@@ -195,7 +203,7 @@ def test_max_requests_leaves_the_rest_not_run(tagger_cli: TaggerCLI):
     assert tagger_cli.manifest()["batch"]["canary_requests"] == 1
     rows = tagger_cli.rows()
     not_run = [r for r in rows if r["status"] == "error"]
-    assert len(not_run) == len(rows) - 4
+    assert len(not_run) == len(rows) - 5  # the canary's answer is kept: 5 paid, 5 ok
     assert all("--max-requests 5 reached" in r["error"] for r in not_run)
     assert counts_in(result.output)["not run"] == len(not_run)
 
@@ -227,7 +235,9 @@ def test_job_file_names_every_batch_and_custom_id(tagger_cli: TaggerCLI):
         b.id for b in tagger_cli.fake.batches.created
     ]
     submitted = [line["custom_id"] for line in batch_lines(tagger_cli.fake)]
-    assert sorted(submitted) == sorted(job["items"])
+    canary = [key for key, item in job["items"].items() if item.get("batch_id") is None]
+    assert len(canary) == 1 and job["items"][canary[0]]["status"] == "ok"  # answered live
+    assert sorted(submitted + canary) == sorted(job["items"])
 
 
 def test_max_cost_counts_batch_prices_before_submitting(tagger_cli: TaggerCLI):
@@ -249,7 +259,9 @@ def test_the_same_command_after_a_finished_job_submits_nothing(tagger_cli: Tagge
     assert again.exit_code == 0, again.output
     assert len(tagger_cli.fake.batches.created) == created
     assert len(tagger_cli.fake.batches.uploads) == uploads
-    assert all(row["status"] == "ok" and row["batch_id"] for row in tagger_cli.rows())
+    rows = tagger_cli.rows()
+    assert all(row["status"] == "ok" for row in rows)
+    assert [row["batch_id"] is None for row in rows] == [True] + [False] * 56  # the canary's
 
 
 def test_a_server_error_while_waiting_is_polled_through(tagger_cli: TaggerCLI):
@@ -281,11 +293,12 @@ def test_finish_live_spends_only_what_the_batch_rounds_left_of_the_limit(tagger_
     result = batch_run(tagger_cli, "--finish-live", "--max-requests", total + 2)
 
     assert result.exit_code == 1, result.output
-    # The canary and 57 lines leave one request of the limit: one leftover is sent live.
-    assert len(tagger_cli.chats()) == 2
+    # The canary (its answer kept) and 56 lines leave two requests of the limit: two of the
+    # 6 leftovers are sent live.
+    assert len(tagger_cli.chats()) == 1 + 2
     rows = tagger_cli.rows()
-    assert sum(row["status"] == "ok" for row in rows) == 51
-    assert counts_in(result.output)["not run"] == total - 51
+    assert sum(row["status"] == "ok" for row in rows) == 1 + 50 + 2
+    assert counts_in(result.output)["not run"] == total - 53
 
 
 def test_input_files_are_split_by_bytes_too(tagger_cli: TaggerCLI):
@@ -296,4 +309,4 @@ def test_input_files_are_split_by_bytes_too(tagger_cli: TaggerCLI):
     created = tagger_cli.fake.batches.created
     sizes = [sum(len(raw) + 1 for raw in batch.raw_lines) for batch in created]
     assert len(created) > 1 and max(sizes) <= limit, sizes
-    assert sum(len(batch.parsed()) for batch in created) == len(seed_texts())
+    assert sum(len(batch.parsed()) for batch in created) == len(seed_texts()) - 1  # 1: canary

@@ -42,7 +42,9 @@ def test_lines_never_run_are_bounded_and_say_so(
     result = batch_run(tagger_cli, inputs=[tagger_cli.small_input(2)])
     assert result.exit_code == 1, result.output
     assert len(batches.created) == MAX_UNRUN + 1  # not resubmitted forever
-    for row in tagger_cli.rows():
+    answered, unrun = tagger_cli.rows()  # the first answered live by the job's canary
+    assert answered["status"] == "ok" and answered["batch_id"] is None
+    for row in [unrun]:
         assert row["status"] == "error"
         assert f"{MAX_UNRUN + 1} batches ended before running it" in row["error"]
         assert "without --batch" in row["error"]
@@ -61,10 +63,11 @@ def test_the_printed_collect_command_pins_the_prompt_and_mode(tagger_cli: Tagger
     command = shlex.split(printed)
     assert command[:2] == ["tagger", "run"]
     assert "--prompt" in command and "--mode" in command
-    # A newer prompt version appears before collecting (the default would now be v3).
-    newest = sorted((prompts / "tag").glob("v*.toml"))[-1]
-    text = newest.read_text().replace("research", "scientific")
-    (prompts / "tag" / "v3.toml").write_text(text)
+    # A newer prompt version appears before collecting (the default would now be that one).
+    numbers = [int(path.stem[1:]) for path in (prompts / "tag").glob("v*.toml")]
+    newer = f"v{max(numbers) + 1}"
+    text = (prompts / "tag" / f"v{max(numbers)}.toml").read_text()
+    (prompts / "tag" / f"{newer}.toml").write_text(text.replace("research", "scientific"))
     batches.finish_all()
     batches.auto_after = 2  # a second job, if one were made, would finish too: no hang
     collected = tagger_cli.invoke([*command[1:], "--api-key", TEST_KEY, "--batch-poll", "0.01"])
@@ -72,7 +75,7 @@ def test_the_printed_collect_command_pins_the_prompt_and_mode(tagger_cli: Tagger
     assert len(batches.created) == 1  # the same job, collected: no second paid job
     rows = tagger_cli.rows()
     assert len(rows) == 3 and all(row["status"] == "ok" for row in rows)
-    assert {row["prompt_version"] for row in rows} != {"v3"}
+    assert {row["prompt_version"] for row in rows} != {newer}
 
 
 def test_cache_clear_refuses_while_batches_are_in_flight(tagger_cli: TaggerCLI) -> None:
@@ -82,7 +85,11 @@ def test_cache_clear_refuses_while_batches_are_in_flight(tagger_cli: TaggerCLI) 
     small = tagger_cli.small_input(3)
     assert tagger_cli.run(inputs=[tagger_cli.small_input(1)]).exit_code == 0  # one answer
     batches.script("hold")
-    other = tagger_cli.write_jsonl("other.jsonl", [{"abstract": "Graphs of graphs, at scale."}])
+    # Two: the job's canary answers the first live (kept), the second goes into the batch.
+    other = tagger_cli.write_jsonl(
+        "other.jsonl",
+        [{"abstract": "Graphs of graphs, at scale."}, {"abstract": "Trees of trees, at scale."}],
+    )
     assert tagger_cli.run(*FAST, "--detach", inputs=[other]).exit_code == 0
     clear = ["cache", "clear", "--yes", "--cache-dir", cache]
     refused = tagger_cli.invoke(clear)
@@ -90,7 +97,7 @@ def test_cache_clear_refuses_while_batches_are_in_flight(tagger_cli: TaggerCLI) 
     message = one_line(refused.stderr)
     assert "in flight" in message and "nothing cleared" in message
     stats = json.loads(tagger_cli.invoke(["cache", "stats", "--json", "--cache-dir", cache]).stdout)
-    assert stats["entries"] == 1
+    assert stats["entries"] == 2  # the live run's answer, and the canary's
 
     batches.finish_all()
     done = batch_run(tagger_cli, inputs=[other])
@@ -99,7 +106,7 @@ def test_cache_clear_refuses_while_batches_are_in_flight(tagger_cli: TaggerCLI) 
     assert not (cache / "batches" / job.stem).exists()  # a finished job's inputs are removed
     cleared = tagger_cli.invoke(clear)
     assert cleared.exit_code == 0, cleared.output
-    assert "removed 2 answers" in cleared.stdout
+    assert "removed 3 answers" in cleared.stdout
     assert "1 finished or cancelled batch job" in one_line(cleared.stdout)
     assert job.exists()  # the record of what was paid stays
     assert small.exists()

@@ -12,6 +12,7 @@ from tests.batchhelpers import batch_run, counts_in
 from tests.harness import TaggerCLI
 
 ITEMS = 300
+LINES = ITEMS - 1  # the first abstract is answered by the job's canary (its answer kept)
 
 
 def _corpus(cli: TaggerCLI) -> Path:
@@ -39,9 +40,9 @@ def _expiring(cli: TaggerCLI, *fates: str) -> None:
 @pytest.mark.parametrize(
     ("fates", "rounds_run", "live"),
     [
-        (("expire:299",), 1, 1),  # one line left: no second day for it
-        (("expire:250", "expire:45"), 2, 5),  # 50 left go again; the 5 left then go live
-        (("expire:250", "expire:35"), 2, 15),  # left twice: 15 lines, 5% of the job, go live
+        (("expire:298",), 1, 1),  # one line left: no second day for it
+        (("expire:249", "expire:45"), 2, 5),  # 50 left go again; the 5 left then go live
+        (("expire:249", "expire:35"), 2, 15),  # left twice: 15 lines, 5% of the job, go live
     ],
 )
 def test_an_expiring_batch_ends_with_every_row_ok(
@@ -55,14 +56,14 @@ def test_an_expiring_batch_ends_with_every_row_ok(
     assert len(_leftovers_sent(tagger_cli)) == live
     rows = tagger_cli.rows()
     assert len(rows) == ITEMS and all(row["status"] == "ok" for row in rows)
-    assert sum(row["batch_id"] is None for row in rows) == live
+    assert sum(row["batch_id"] is None for row in rows) == live + 1  # and the canary's
     manifest = tagger_cli.manifest()
     assert manifest["status"] == "complete" and manifest["batch"]["finished_live"] == live
     assert f"{live} abstract" in result.output and "tagged live" in result.output
 
 
 def test_many_lines_left_go_into_another_round(tagger_cli: TaggerCLI) -> None:
-    _expiring(tagger_cli, "expire:250", "complete")  # 50 left once: a batch round is cheaper
+    _expiring(tagger_cli, "expire:249", "complete")  # 50 left once: a batch round is cheaper
     result = batch_run(tagger_cli, inputs=[_corpus(tagger_cli)])
     assert result.exit_code == 0, result.output
     assert tagger_cli.fake.batches is not None
@@ -72,8 +73,8 @@ def test_many_lines_left_go_into_another_round(tagger_cli: TaggerCLI) -> None:
 
 
 def test_leftovers_sent_live_stop_at_the_spend_limit(tagger_cli: TaggerCLI) -> None:
-    _expiring(tagger_cli, "expire:292")  # 8 left; the limit leaves room for the canary and 3
-    result = batch_run(tagger_cli, "--max-requests", ITEMS + 1 + 3, inputs=[_corpus(tagger_cli)])
+    _expiring(tagger_cli, "expire:291")  # 8 left; the limit leaves room for the canary and 3
+    result = batch_run(tagger_cli, "--max-requests", 1 + LINES + 3, inputs=[_corpus(tagger_cli)])
     assert result.exit_code == 1, result.output
     assert len(_leftovers_sent(tagger_cli)) == 3, "sent past --max-requests"
     rows = tagger_cli.rows()
@@ -82,7 +83,8 @@ def test_leftovers_sent_live_stop_at_the_spend_limit(tagger_cli: TaggerCLI) -> N
     unrun = [row["error"] for row in rows if row["status"] != "ok"]
     assert len(unrun) == 5 and all("--max-requests" in error for error in unrun)
     # The user's cap, not what the batch rounds left of it, and what was left.
-    said = f"--max-requests {ITEMS + 4} reached (the batch rounds sent {ITEMS + 1}; 3 were left)"
+    cap = 1 + LINES + 3
+    said = f"--max-requests {cap} reached (the batch rounds sent {cap - 3}; 3 were left)"
     assert all(said in error for error in unrun), unrun[0]
     # Raising the limit finishes them, live again: nothing is paid twice.
     again = batch_run(tagger_cli, inputs=[_corpus(tagger_cli)])
@@ -113,11 +115,11 @@ def test_leftovers_sent_live_never_take_the_run_over_max_cost(tagger_cli: Tagger
     held = json.loads(job_file.read_text())["estimated_cost"]
     before = len(tagger_cli.chats())  # that job's own canary
     cap = held * (1 + 5 / ITEMS)  # the batch, and about five lines' worth more: 2-3 live
-    _expiring(tagger_cli, "expire:292")
+    _expiring(tagger_cli, "expire:291")  # 8 left
     result = batch_run(tagger_cli, "--max-cost", cap, inputs=[corpus])
     assert result.exit_code == 1, result.output
     assert tagger_cli.fake.batches is not None
-    assert len(tagger_cli.fake.batches.created[-1].parsed()) == ITEMS
+    assert len(tagger_cli.fake.batches.created[-1].parsed()) == LINES
     sent_live = len(_leftovers_sent(tagger_cli, since=before))
     assert 0 < sent_live < 8, f"{sent_live} of 8 leftovers sent live with the cap nearly spent"
     manifest = tagger_cli.manifest()

@@ -116,6 +116,9 @@ class _InstantTagger:
     def snapshot(self) -> ProbeSnapshot:
         return ProbeSnapshot("json_schema", ())
 
+    def cancel(self) -> None:
+        pass
+
 
 def test_a_repeat_answered_since_the_bulk_read_is_served_from_the_cache(tmp_path: Path) -> None:
     # Rows wait for the slow first one until the window is full; meanwhile the repeated

@@ -17,6 +17,7 @@ from tagger.errors import InputError, UsageError
 from tagger.sending.params import RequestRules
 from tests.batchhelpers import batch_run
 from tests.fakebatch_objects import RawJSON
+from tests.fakepack import edit_answers
 from tests.harness import TEST_KEY, TaggerCLI, one_line
 
 Hook = Callable[[str, dict[str, Any]], dict[str, Any] | RawJSON]
@@ -38,9 +39,7 @@ def _summary_hook(spelled: str, *, in_answer: bool, first_only: str | None = Non
             return body
         done.append(True)
         message = body["choices"][0]["message"]
-        answer = json.loads(message["content"])
-        answer["summary"] = "MARK"
-        content = json.dumps(answer)
+        content = edit_answers(message["content"], lambda answer: answer.update(summary="MARK"))
         if in_answer:  # the content's text itself holds the escape or the number
             message["content"] = content.replace('"MARK"', spelled)
             return body

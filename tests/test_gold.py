@@ -144,6 +144,34 @@ def test_missing_columns(tmp_path: Path) -> None:
     assert "missing columns reviewed, task_area, method_tags" in message
 
 
+def test_a_column_named_twice_is_refused_not_one_taken_silently(tmp_path: Path) -> None:
+    # A reviewer who copied the task_area column to correct it: which one holds the review?
+    sheet = tmp_path / "review.csv"
+    sheet.write_text(
+        "reviewed,id,task_area,method_tags,summary,Task_Area\r\n"
+        "y,a,optimization,SGD,Proves a rate.,privacy\r\n",
+        "utf-8",
+    )
+    code, message = gold_import(sheet, tmp_path / "g.jsonl")
+    assert code == 2, message
+    assert "two columns are named 'task_area' (C and F)" in message
+    assert not (tmp_path / "g.jsonl").exists()
+
+
+def test_column_names_in_another_case_are_read_and_row_1_must_hold_them(tmp_path: Path) -> None:
+    sheet = tmp_path / "review.csv"
+    sheet.write_text(
+        " Reviewed,ID,Task_Area,Method_Tags,Summary\r\ny,a,optimization,SGD,Proves a rate.\r\n",
+        "utf-8",
+    )
+    code, message = gold_import(sheet, tmp_path / "g.jsonl")
+    assert code == 0, message
+    assert json.loads((tmp_path / "g.jsonl").read_text())["task_area"] == "optimization"
+    sheet.write_text("\r\nreviewed,id,task_area,method_tags,summary\r\ny,a,x,y,z\r\n", "utf-8")
+    code, message = gold_import(sheet, tmp_path / "g2.jsonl")
+    assert code == 2 and "row 1 is empty: the column names must be in row 1" in message
+
+
 @pytest.fixture(scope="module")
 def seed_ids() -> set[str]:
     return {a.id for a in iter_abstracts(scan([SEEDS_DIR]).files)}

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-import resource
-import subprocess
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +18,14 @@ from tagger.files.abstracts import iter_abstracts, scan, text_id
 from tagger.files.sheets import SHEET_COLUMNS, read_sheet
 from tests import harness
 from tests.harness import PROMPTS_DIR, TaggerCLI
-from tests.reviewsheets import review_row, write_review
+from tests.reviewsheets import (
+    column_letter,
+    gold_import_in_1_gib,
+    inline_cell,
+    review_row,
+    write_review,
+    zip_xlsx,
+)
 
 FORMULA_CHARS = ("=", "+", "-", "@")
 C0 = [chr(code) for code in range(32)]
@@ -60,7 +64,7 @@ def test_run_reads_a_csv_abstract_longer_than_the_csv_default(tmp_path: Path) ->
     assert [len(a.text) for a in items] == [len(long_text.strip()), 5]
 
 
-def test_gold_import_reads_a_long_abstract_cell(tmp_path: Path) -> None:
+def test_gold_import_reads_a_long_abstractinline_cell(tmp_path: Path) -> None:
     sheet = tmp_path / "review.csv"
     long_text = "word " * 40_000
     write_review(sheet, [review_row("a", abstract=long_text)])
@@ -151,67 +155,31 @@ def test_run_reads_semicolon_separated_csv(tmp_path: Path) -> None:
 
 # --- 4. hostile XLSX ------------------------------------------------------------------------
 
-_NS = 'xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"'
-_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
-_PKG = "http://schemas.openxmlformats.org/package/2006"
-_CT = "application/vnd.openxmlformats-officedocument.spreadsheetml"
 
-
-def _cell(ref: str, text: str) -> str:
-    return f'<c r="{ref}" t="inlineStr"><is><t>{text}</t></is></c>'
-
-
-def write_xlsx(path: Path, rows: dict[int, str], dimension: str = "A1:S2") -> Path:
-    """A minimal .xlsx zipped by hand: rows are row number -> the row's <c> elements."""
-    body = "".join(f'<row r="{n}">{cells}</row>' for n, cells in sorted(rows.items()))
-    sheet = (
-        f'<worksheet {_NS}><dimension ref="{dimension}"/><sheetData>{body}</sheetData></worksheet>'
-    )
-    parts = {
-        "[Content_Types].xml": (
-            f'<Types xmlns="{_PKG}/content-types">'
-            f'<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.'
-            'relationships+xml"/><Default Extension="xml" ContentType="application/xml"/>'
-            f'<Override PartName="/xl/workbook.xml" ContentType="{_CT}.sheet.main+xml"/>'
-            f'<Override PartName="/xl/worksheets/sheet1.xml" ContentType="{_CT}.worksheet+xml"/>'
-            "</Types>"
-        ),
-        "_rels/.rels": (
-            f'<Relationships xmlns="{_PKG}/relationships"><Relationship Id="rId1" '
-            f'Type="{_REL}/officeDocument" Target="xl/workbook.xml"/></Relationships>'
-        ),
-        "xl/workbook.xml": (
-            f'<workbook {_NS} xmlns:r="{_REL}"><sheets>'
-            '<sheet name="review" sheetId="1" r:id="rId1"/></sheets></workbook>'
-        ),
-        "xl/_rels/workbook.xml.rels": (
-            f'<Relationships xmlns="{_PKG}/relationships"><Relationship Id="rId1" '
-            f'Type="{_REL}/worksheet" Target="worksheets/sheet1.xml"/></Relationships>'
-        ),
-        "xl/worksheets/sheet1.xml": sheet,
-    }
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, xml in parts.items():
-            archive.writestr(name, xml)
-    return path
-
-
-def _letter(number: int) -> str:
-    from openpyxl.utils import get_column_letter
-
-    return str(get_column_letter(number))
+def write_xlsx(
+    path: Path, rows: dict[int, str], dimension: str = "A1:S2", *, in_order: bool = True
+) -> Path:
+    """A minimal .xlsx zipped by hand: rows are row number -> the row's <c> elements, written
+    in row order, or (in_order=False) in the dict's order."""
+    ordered = sorted(rows.items()) if in_order else list(rows.items())
+    body = "".join(f'<row r="{n}">{cells}</row>' for n, cells in ordered)
+    return zip_xlsx(path, body, dimension=dimension)
 
 
 def data_row(number: int, ident: str) -> str:
     """The <c> elements of one reviewed row."""
     values = review_row(ident)
     columns = enumerate(SHEET_COLUMNS, start=1)
-    return "".join(_cell(f"{_letter(i)}{number}", values[c]) for i, c in columns if c in values)
+    return "".join(
+        inline_cell(f"{column_letter(i)}{number}", values[c]) for i, c in columns if c in values
+    )
 
 
 def header_and_row(ident: str = "a") -> dict[int, str]:
     """Row 1: the review columns; row 2: one reviewed row."""
-    header = "".join(_cell(f"{_letter(i)}1", c) for i, c in enumerate(SHEET_COLUMNS, start=1))
+    header = "".join(
+        inline_cell(f"{column_letter(i)}1", c) for i, c in enumerate(SHEET_COLUMNS, start=1)
+    )
     return {1: header, 2: data_row(2, ident)}
 
 
@@ -222,30 +190,36 @@ def test_hand_made_xlsx_imports(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "g.jsonl").read_text())["id"] == "a"
 
 
-def gold_import_in_1_gib(sheet: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    """`tagger gold import` in a subprocess limited to 1 GiB of address space.
-
-    Enough for tagger; far too little for a sheet padded to its forged dimension, so a
-    regression fails here instead of eating the machine's memory.
-    """
-    args = ["gold", "import", str(sheet), "-o", str(out), "--prompts-dir", str(PROMPTS_DIR)]
-    return subprocess.run(
-        harness.subprocess_cmd(*args),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=out.parent,
-        env=harness.clean_env(),
-        preexec_fn=_limit_address_space,
-    )
+def _import_refused(tmp_path: Path, rows: dict[int, str], *, in_order: bool = True) -> str:
+    sheet = write_xlsx(tmp_path / "review.xlsx", rows, in_order=in_order)
+    code, output = invoke("gold", "import", sheet, "-o", tmp_path / "g.jsonl")
+    assert code == 2, output
+    assert not (tmp_path / "g.jsonl").exists()
+    return one_error_line(output)
 
 
-def _limit_address_space() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+def test_rows_out_of_order_are_refused_not_one_of_them_lost(tmp_path: Path) -> None:
+    # openpyxl's streaming reader yields row 3, then drops row 2 without a word.
+    rows = {1: header_and_row()[1], 3: data_row(3, "b"), 2: data_row(2, "a")}
+    assert "row 2 comes after row 3" in _import_refused(tmp_path, rows, in_order=False)
+
+
+def test_cells_out_of_order_or_twice_are_refused_not_overwritten(tmp_path: Path) -> None:
+    header = header_and_row()[1]
+    cells = data_row(2, "a")
+    first, rest = cells[: cells.index("</c>") + 4], cells[cells.index("</c>") + 4 :]
+    # The row's first cell last: the reader sizes the row by its last cell and drops the rest.
+    said = _import_refused(tmp_path, {1: header, 2: rest + first})
+    assert "cell A2 comes after a cell to its right" in said
+    # The id's cell twice: the second would replace the first.
+    twice = first + first.replace(">a<", ">b<") + rest
+    assert "cell A2 is given twice" in _import_refused(tmp_path, {1: header, 2: twice})
+    huge = {1: header, 2: cells.replace('r="A2"', f'r="A{"9" * 5000}"', 1)}
+    assert "is not a cell of row 2" in _import_refused(tmp_path, huge)
 
 
 def test_forged_dimension_with_a_far_cell_is_refused_in_bounded_memory(tmp_path: Path) -> None:
-    rows = header_and_row() | {1_048_576: _cell("XFD1048576", "boom")}
+    rows = header_and_row() | {1_048_576: inline_cell("XFD1048576", "boom")}
     sheet = write_xlsx(tmp_path / "bomb.xlsx", rows, dimension="A1:XFD1048576")
     assert sheet.stat().st_size < 4_000
     out = tmp_path / "g.jsonl"
@@ -423,6 +397,30 @@ def test_no_formula_survives_behind_a_control_character(tmp_path: Path, suffix: 
 def _xml_text(text: str) -> str:
     kept = "".join(ch for ch in text if ch in "\t\n\r" or ch >= " ")
     return kept.replace("\r", "\n")
+
+
+def test_text_longer_than_an_xlsx_cell_is_cut_visibly_and_a_long_id_refused(
+    tmp_path: Path,
+) -> None:
+    # Excel holds 32,767 characters in a cell; openpyxl cut beyond that without a word.
+    abstract = "=" + "word " * 9_000  # a formula start too: the quote stays in front
+    run = tmp_path / "run.jsonl"
+    run.write_text(json.dumps(run_row("a", abstract=abstract)) + "\n", encoding="utf-8")
+    sheet = tmp_path / "review.xlsx"
+    code, output = invoke("export", run, "-o", sheet)
+    assert code == 0, output
+    (_, values), *_ = read_sheet(sheet, raw=True)[1]
+    written = values["abstract"]
+    assert len(written) == 32_767 and written.startswith("'=word")
+    kept = written.index(" … [cut: ")
+    said = int(written[kept:].split("cut: ")[1].split(" ")[0].replace(",", ""))
+    assert said == len("'" + abstract) - kept  # exactly what is left out
+    run.write_text(json.dumps(run_row("i" * 40_000)) + "\n", encoding="utf-8")
+    code, output = invoke("export", run, "-o", tmp_path / "ids.xlsx")
+    assert code == 2 and "an id of 40,000 characters" in one_error_line(output), output
+    assert not (tmp_path / "ids.xlsx").exists()
+    code, output = invoke("export", run, "-o", tmp_path / "ids.csv")  # a CSV keeps it whole
+    assert code == 0, output
 
 
 # --- 7. ids ---------------------------------------------------------------------------------

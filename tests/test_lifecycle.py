@@ -15,6 +15,7 @@ from tagger.sending.lifecycle import (
     parse_day,
     parse_lifecycles,
 )
+from tests.harness import TaggerCLI
 
 DAY = dt.date.fromisoformat
 
@@ -23,8 +24,12 @@ def test_every_row_is_dated_and_sourced_and_names_a_known_successor() -> None:
     rows = lifecycles()
     assert {"gpt-5-mini", "o4-mini", "o3-mini", "o1", "gpt-4-turbo", "gpt-4.1-nano"} <= set(rows)
     for row in rows.values():
-        assert row.shutdown is not None and row.source.startswith("https://")
+        assert row.shutdown is not None and row.source.startswith("https://developers.openai.com/")
         assert parse_day(row.as_of) is not None
+        # How it was read, precisely: OpenAI's page itself, a named mirror, or the API description.
+        assert row.read.startswith(
+            ("the page itself", "through a mirror: https://", "through OpenAI's API description")
+        ), row.model
         assert row.deprecated is None or row.deprecated <= row.shutdown
         if row.successor:  # a successor tagger knows how to talk to
             assert family_of(row.successor) is not None, row.successor
@@ -79,3 +84,29 @@ def test_the_tables_own_row_wins_over_the_servers_date() -> None:
 def test_a_bad_lifecycle_row_is_refused_naming_it(row: dict[str, str], problem: str) -> None:
     with pytest.raises(ValueError, match=f"lifecycle m: {problem}"):
         parse_lifecycles({"lifecycle": {"m": row}})
+
+
+def test_the_default_model_and_gpt_6_2_sol_are_as_openai_says_today() -> None:
+    # OpenAI's API description (openai-python 3.60.0) marks tagger's default deprecated.
+    nano = judge_lifecycle("gpt-5.4-nano-2026-03-17", DAY("2026-12-04"), listed=True)
+    assert nano is not None and "shuts down on 2027-04-01 (in 118 days)" in nano
+    assert "successor" not in nano  # none found: none invented
+    # gpt-6.2-sol refuses "none" (its page): its floor is low, as gpt-6.1-sol's.
+    family = family_of("gpt-6.2-sol")
+    assert family is not None and family.lowest_effort == "low" and family.flex is None
+    # Successors as the page names them now (the June notice named gpt-5.6-* first).
+    assert {m: lifecycle_of(m).successor for m in ("gpt-5", "o3", "gpt-5-pro", "gpt-5-nano")} == {  # type: ignore[union-attr]
+        "gpt-5": "gpt-6.1-sol", "o3": "gpt-6.1-sol", "gpt-5-pro": "gpt-6.1-sol",
+        "gpt-5-nano": "gpt-6-luna",
+    }  # fmt: skip
+    # A snapshot OpenAI retires on its own day is not judged by its model's row.
+    assert str(lifecycle_of("gpt-3.5-turbo-1106").shutdown) == "2026-09-28"  # type: ignore[union-attr]
+    assert str(lifecycle_of("gpt-3.5-turbo-0125").shutdown) == "2026-10-23"  # type: ignore[union-attr]
+
+
+def test_the_deprecation_warning_is_the_runs_not_its_first_abstracts(tagger_cli: TaggerCLI) -> None:
+    result = tagger_cli.run("--model", "gpt-5-mini", inputs=[tagger_cli.small_input(2)])
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.stderr.splitlines() if "is deprecated" in line]
+    assert len(warnings) == 1  # once
+    assert warnings[0].startswith("Warning: gpt-5-mini is deprecated"), warnings[0]

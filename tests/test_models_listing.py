@@ -153,11 +153,14 @@ def test_tagger_models_known_shows_families_and_dates() -> None:
 def test_at_defaults_a_server_listing_one_model_gets_it_used(
     listing_fake: FakeLLM, cli_env: Path, tmp_path: Path
 ) -> None:
+    # As llama.cpp lists its one model (owned by "llamacpp") and answers as it.
     listing_fake.models = ["gemma-3-270m-it-q4_k_m.gguf"]
+    listing_fake.answers_as = "gemma-3-270m-it-q4_k_m.gguf"
     cli = TaggerCLI(listing_fake, tmp_path)
-    result = cli.run(inputs=[cli.small_input(3)])  # no --model, no TAGGER_MODEL, no .env
+    result = cli.run()  # every seed; no --model, no TAGGER_MODEL, no .env
     assert result.exit_code == 0, result.output
     assert "using model gemma-3-270m-it-q4_k_m.gguf: the only one" in one_line(result.stderr)
+    assert [row["status"] for row in cli.rows()] == ["ok"] * 57
     assert {row["model"] for row in cli.rows()} == {"gemma-3-270m-it-q4_k_m.gguf"}
     assert {(r.body or {})["model"] for r in cli.chats()} == {"gemma-3-270m-it-q4_k_m.gguf"}
     # Several: the run stops with the list, as before.

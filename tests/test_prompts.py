@@ -31,7 +31,7 @@ def test_list_sorts_versions_numerically(prompts_copy: Path) -> None:
     text = (prompts_copy / "tag" / "v1.toml").read_text().replace('"v1"\n', '"v10"\n', 1)
     (prompts_copy / "tag" / "v10.toml").write_text(text)
     refs = [p.ref for p in list_prompts(prompts_copy) if p.name == "tag"]
-    assert refs == ["tag@v1", "tag@v2", "tag@v10"]
+    assert refs == ["tag@v1", "tag@v2", "tag@v3", "tag@v10"]
     assert load_prompt(prompts_copy, "tag").version == "v10"
 
 
@@ -41,8 +41,8 @@ def test_list_sorts_versions_numerically(prompts_copy: Path) -> None:
         ("tag@v1", "tag@v1"),
         ("tag@1", "tag@v1"),
         ("tag@v2", "tag@v2"),
-        ("tag", "tag@v2"),
-        (None, "tag@v2"),
+        ("tag", "tag@v3"),
+        (None, "tag@v3"),
     ],
 )
 def test_ref_resolution(ref: str | None, expected: str) -> None:
@@ -109,11 +109,11 @@ def test_render_without_title_has_no_title_line() -> None:
 
 
 def test_malformed_toml_names_the_file(prompts_copy: Path) -> None:
-    bad = prompts_copy / "tag" / "v3.toml"
+    bad = prompts_copy / "tag" / "v9.toml"
     bad.write_text('name = "tag"\nsystem = """unterminated\n')
-    with pytest.raises(ConfigError, match=r"v3\.toml: invalid TOML"):
-        load_prompt(prompts_copy, "tag@v3")
-    with pytest.raises(ConfigError, match=r"v3\.toml"):
+    with pytest.raises(ConfigError, match=r"v9\.toml: invalid TOML"):
+        load_prompt(prompts_copy, "tag@v9")
+    with pytest.raises(ConfigError, match=r"v9\.toml"):
         list_prompts(prompts_copy)
     # Other versions still load: only the requested file is parsed.
     assert load_prompt(prompts_copy, "tag@v1").ref == "tag@v1"

@@ -140,6 +140,31 @@ def test_2000_abstracts_over_two_actors_give_the_rows_and_manifest_of_a_local_ru
     assert "answered by" in result.output
 
 
+def test_actors_pack_their_records_and_write_a_local_runs_rows(
+    ray_cluster: str, fake_server: Any, tmp_path: Path
+) -> None:
+    fake = fake_server()
+    inputs = write_inputs(tmp_path / "in.jsonl", 120)
+    local, on_ray = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
+    common = ("--concurrency", CONCURRENCY, "--per-request", 4)
+    args = run_args(inputs.path, local, fake.base_url, tmp_path / "c1", *common)
+    assert invoke(args).exit_code == 0
+    args = run_args(inputs.path, on_ray, fake.base_url, tmp_path / "c2", *common, "--ray")
+    result = invoke([*args, "--ray-actors", ACTORS])
+    assert result.exit_code == 0, result.output
+    usage = ("prompt_tokens", "completion_tokens", "cached_input_tokens", "reasoning_tokens")
+
+    def answers(path: Path) -> list[dict[str, Any]]:
+        return [{k: v for k, v in r.items() if k not in usage} for r in read_rows(path)]
+
+    assert answers(on_ray) == answers(local)  # the confidence of each row too
+    theirs = json.loads(manifest_path(on_ray).read_text())
+    # Each actor's first request goes alone; its batches' records go four at a time.
+    assert theirs["per_request"] == 4 and theirs["pack_fallbacks"] == 0 and theirs["ok"] == 120
+    assert theirs["packs"] > 0 and theirs["requests"] <= theirs["packs"] + 4 * ACTORS + 8
+    assert sum(r["prompt_tokens"] for r in read_rows(on_ray)) == theirs["prompt_tokens"]
+
+
 def test_a_per_second_limit_holds_for_the_actors_together_with_no_429(
     ray_cluster: str, fake_server: Any, tmp_path: Path
 ) -> None:

@@ -36,7 +36,16 @@ def test_a_local_ray_that_does_not_start_says_so_and_what_to_try(
     assert result.exit_code == 1, result.output
     assert "Ray failed: a local Ray did not start (The current node timed out" in result.output
     assert "--ray-address" in result.output and "please report" not in result.output
-    assert fake.chats() == []
+    # Only the driver's canary, sent before Ray is joined (tagger.ray.canary); its answer is in
+    # the cache, so a rerun does not pay for it again.
+    assert len(fake.chats()) == 1
+    from tagger.pipeline.cache import AnswerCache
+
+    cache = AnswerCache(tmp_path)
+    try:
+        assert cache.stats()["entries"] == 1
+    finally:
+        cache.close()
 
 
 def test_a_cluster_that_cannot_be_joined_names_the_address_and_token_auth(

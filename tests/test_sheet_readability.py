@@ -29,10 +29,11 @@ from tests.harness import PROMPTS_DIR
 
 runner = CliRunner()
 AREAS = ("causal_inference", "neuroscience_and_cognitive_science", "optimization", "privacy")
-# Characters per column-width unit, a little below what the common sheet fonts fit (DejaVu Sans,
-# LibreOffice's stand-in for Calibri: 1.17, measured on a render; Carlito, Calibri's metrics,
-# the same), so heights that hold text at this rate hold it everywhere.
-WIDE_FONT_CHARS_PER_UNIT = 1.12
+# Characters of prose per column-width unit, above what Calibri's metrics (Carlito) fit: ~1.2
+# measured on LibreOffice's renders. Text needs at least as many lines as this rate gives, so a
+# row must be at least that many lines tall (tests/test_sheet_heights.py checks the exact
+# counts LibreOffice drew).
+MOST_CHARS_PER_UNIT = 1.3
 EMU_PER_CM = 360_000
 SENTENCE = "Momentum methods converge faster on smooth problems with noisy gradients. "
 
@@ -106,7 +107,7 @@ def test_wrapped_text_has_a_row_height_that_holds_it(books: dict[str, Path]) -> 
                     if not isinstance(cell.value, str) or cell.coordinate in merged:
                         continue
                     width = width_of(sheet, cell.column)
-                    per_line = width * WIDE_FONT_CHARS_PER_UNIT
+                    per_line = width * MOST_CHARS_PER_UNIT
                     lines = sum(
                         max(1, math.ceil(len(p) / per_line)) for p in cell.value.split("\n")
                     )

@@ -11,6 +11,7 @@ import pytest
 
 from tests.batchhelpers import FAST, batch_run
 from tests.fakebatch_objects import RawJSON
+from tests.fakepack import edit_answers
 from tests.harness import TEST_KEY, TaggerCLI, one_line
 
 
@@ -151,9 +152,11 @@ def test_status_and_list_show_job_and_server_text_escaped(tagger_cli: TaggerCLI)
 def _key_echo(user: str, body: dict[str, Any]) -> dict[str, Any]:
     """A server that echoes the key into its answer's text."""
     message = body["choices"][0]["message"]
-    answer = json.loads(message["content"])
-    answer["summary"] = f"{answer['summary']} (key {TEST_KEY})"
-    message["content"] = json.dumps(answer)
+
+    def echo(answer: dict[str, Any]) -> None:
+        answer["summary"] = f"{answer['summary']} (key {TEST_KEY})"
+
+    message["content"] = edit_answers(message["content"], echo)
     return body
 
 
@@ -268,18 +271,20 @@ def test_a_huge_integer_logprob_keeps_the_paid_answer_and_its_tokens(
     assert all(row["status"] == "ok" and row["task_area_confidence"] is None for row in rows)
     assert all(row["prompt_tokens"] > 0 and row["completion_tokens"] > 0 for row in rows)
     manifest = tagger_cli.manifest()
-    canary = manifest["batch"]["canary_tokens"] if path == "batch" else {}  # its live test
-    assert manifest["prompt_tokens"] == sum(row["prompt_tokens"] for row in rows) + canary.get(
-        "prompt_tokens", 0
-    )
+    if path == "batch":  # its live test answered the first abstract: that row carries its tokens
+        assert rows[0]["batch_id"] is None and manifest["batch"]["canary_requests"] == 1
+        assert manifest["batch"]["canary_tokens"]["prompt_tokens"] == rows[0]["prompt_tokens"]
+    assert manifest["prompt_tokens"] == sum(row["prompt_tokens"] for row in rows)
 
 
 def test_a_batch_answer_with_a_unicode_line_separator_is_kept_once(tagger_cli: TaggerCLI) -> None:
     def separators(user: str, body: dict[str, Any]) -> RawJSON:
         message = body["choices"][0]["message"]
-        answer = json.loads(message["content"])
-        answer["summary"] = f"first\u2028second\u2029third\u0085fourth {answer['summary']}"
-        message["content"] = json.dumps(answer, ensure_ascii=False)
+
+        def separate(answer: dict[str, Any]) -> None:
+            answer["summary"] = f"first\u2028second\u2029third\u0085fourth {answer['summary']}"
+
+        message["content"] = edit_answers(message["content"], separate, ensure_ascii=False)
         return RawJSON(json.dumps(body, ensure_ascii=False).encode())
 
     tagger_cli.fake.reply_hook = separators

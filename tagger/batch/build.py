@@ -16,6 +16,7 @@ from tagger.config import Mode, RunConfig
 from tagger.errors import ConfigError, OutputError, UsageError
 from tagger.files.abstracts import Abstract
 from tagger.files.atomic import own_directory, recreate
+from tagger.pipeline.canary import CanaryLine
 from tagger.pipeline.estimate import RequestEstimator
 from tagger.pipeline.policy import ItemPolicy
 from tagger.pipeline.request import build_request, render_messages, request_rules
@@ -24,7 +25,7 @@ from tagger.prompting.plan import RunPlan
 from tagger.sending.params import RequestRules
 from tagger.usage import RequestEstimate, Usage
 
-# Lines looked at for distinct body shapes before a round (tagger.batch.canary).
+# Lines looked at for distinct body shapes before a round (tagger.pipeline.canary).
 CANARY_LOOKAHEAD = 200
 
 
@@ -177,19 +178,27 @@ def _not_ours(path: Path, reason: str) -> ConfigError:
     )
 
 
-def line_builders(
+def round_rules(state: JobState, plan: RunPlan) -> RequestRules:
+    """The parameters a round's lines are sent with (its canary's too): the model family's,
+    and what this job's earlier rounds and canaries were refused for."""
+    client, params = plan.config.client, plan.prompt.params
+    return request_rules(client, params, state.adaptations, cache_key=plan.prompt_cache_key)
+
+
+def canary_lines(
     state: JobState,
     plan: RunPlan,
     abstracts: Iterable[Abstract],
     wanted_item: Callable[[ItemState], bool],
     rules: RequestRules,
     limit: int = CANARY_LOOKAHEAD,
-) -> Iterator[Callable[[], dict[str, Any]]]:
-    """The bodies the next round's first lines will carry, each built with `rules` as they are
-    when called (tagger.batch.canary sends them live before the round is written)."""
+) -> Iterator[CanaryLine]:
+    """The next round's first lines, each built with `rules` as they are when called
+    (tagger.pipeline.canary sends them live before the round is written)."""
     mode = Mode(state.mode)
     policy = ItemPolicy.for_plan(plan)
     model = plan.config.client.model
+    estimator = RequestEstimator(plan, rules, None)
     for abstract in abstracts:
         if limit <= 0:
             return
@@ -201,12 +210,16 @@ def line_builders(
         rendered = render_messages(
             plan.prompt, plan.taxonomy, plan.schema, abstract.text, abstract.title, mode
         )
-        messages, params = policy.request(policy_state(item, policy), rendered)
+        start = policy_state(item, policy)
+        messages, params = policy.request(start, rendered)
 
-        def build(m: list[dict[str, str]] = messages, p: dict[str, Any] = params) -> dict[str, Any]:
-            return build_request(model, m, mode, plan.schema, p, rules=rules)
+        def build(
+            m: list[dict[str, str]] = messages, p: dict[str, Any] = params
+        ) -> tuple[dict[str, Any], RequestEstimate]:
+            body = build_request(model, m, mode, plan.schema, p, rules=rules)
+            return body, estimator.estimate(m, p, mode)
 
-        yield build
+        yield CanaryLine(key, start, build)
 
 
 def build_round(
@@ -224,10 +237,7 @@ def build_round(
     wanted = {key for key, item in state.items.items() if wanted_item(item)}
     mode = Mode(state.mode)
     rules = ItemPolicy.for_plan(plan)
-    # The model family's parameters, and what this job's earlier rounds were refused for.
-    sent_as = request_rules(
-        plan.config.client, plan.prompt.params, state.adaptations, cache_key=plan.prompt_cache_key
-    )
+    sent_as = round_rules(state, plan)
     estimator = RequestEstimator(plan, sent_as, None)
     for abstract in abstracts:
         key = plan.item_key(abstract)

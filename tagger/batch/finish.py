@@ -45,6 +45,9 @@ class BatchLeftovers:
         """The live part's mode, for the run's stats."""
         return self.tagger.snapshot()
 
+    def cancel(self) -> None:
+        """Nothing runs beside the abstracts' own tasks."""
+
     async def tag_abstract(self, abstract: Abstract, key: str) -> Outcome:
         """The job's verdict for an abstract the cache has no answer for (key: its cache key)."""
         item = self.job.items.get(key)
@@ -138,7 +141,7 @@ def _guard(job: JobState, plan: RunPlan, prices: PriceTable) -> SpendGuard | Non
 def add_batch_part(stats: RunStats, job: JobState, prices: PriceTable, model: str) -> BatchCosts:
     """Count the batch requests, repairs and tokens into the run's stats; their costs."""
     batch_usage = Usage.from_fields(job.usage)
-    # The live test requests before each round (tagger.batch.canary): live-priced requests.
+    # The live test requests before each round (tagger.pipeline.canary): live-priced requests.
     canary = Usage.from_fields(job.canary_usage)
     live_part = stats.cost
     if live_part is not None and job.canary_requests:

@@ -30,7 +30,7 @@ from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.redact import public_url
-from tagger.sending.models import check_model, with_only_model
+from tagger.sending.models import settled_model
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ async def run_batch_job(
     RunPlan.load(config)  # a bad prompt is refused before anything is asked
     target = OutputFile(output, scan.files) if output is not None and writer is None else None
     try:
-        config = await _checked_model(config)
+        config = await settled_model(config)
     except BaseException:
         if target is not None:
             target.discard()
@@ -133,17 +133,6 @@ async def run_batch_job(
             target.release()
         cache.close()
         await api.aclose()
-
-
-async def _checked_model(config: RunConfig) -> RunConfig:
-    """Before anything is built: the server's only model at defaults; a model the server does
-    not list, or one shut down, stops here; one it lists as OpenAI's gets OpenAI's rules."""
-    config = await with_only_model(config)
-    listing = await check_model(config.client)
-    if listing is not None and listing.openai_owned(config.client.model):
-        client = config.client.model_copy(update={"openai_server": True})
-        config = config.model_copy(update={"client": client})
-    return config
 
 
 def _open_job(

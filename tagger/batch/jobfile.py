@@ -105,11 +105,11 @@ class JobState(BaseModel):
     # What the server's 400s taught about its parameters (tagger.sending.params): later rounds'
     # lines are built with it, since a batch cannot probe.
     adaptations: Annotated[list[Text], Field(max_length=100)] = Field(default_factory=list)
-    # The live test requests sent before uploading (tagger.batch.canary): their count and
-    # tokens (priced live), and the body shapes they verified (not tried again).
+    # The live test requests sent before uploading (tagger.pipeline.canary): their count and
+    # tokens (priced live). The shapes they tried are not kept: a job file is data, and what it
+    # said was tried must not spare a round its canary (a `canary_shapes` of old is ignored).
     canary_requests: Count = 0
     canary_usage: Tokens = Field(default_factory=dict)
-    canary_shapes: Annotated[list[Text], Field(max_length=20)] = Field(default_factory=list)
     items: dict[CacheKey, ItemState] = Field(default_factory=dict)
     batches: list[BatchRecord] = Field(default_factory=list)
 

@@ -14,23 +14,24 @@ from tagger.batch.build import (
     InputFiles,
     SpendCap,
     build_round,
-    line_builders,
+    canary_lines,
     open_input_file,
+    round_rules,
 )
-from tagger.batch.canary import send_canary
 from tagger.batch.collect import TOKEN_LIMIT, Collector
 from tagger.batch.jobfile import BatchRecord, ItemState, JobState
-from tagger.config import RunConfig
+from tagger.config import Mode, RunConfig
 from tagger.errors import BatchAPITrouble, FatalAPIError
 from tagger.files.abstracts import Abstract
 from tagger.jsondata import jsonl_lines
 from tagger.pipeline.cache import AnswerCache
+from tagger.pipeline.canary import send_canary
 from tagger.pipeline.policy import ItemPolicy
-from tagger.pipeline.request import request_rules
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.sending.client import LLMClient
 from tagger.sending.gate import SendGate
+from tagger.sending.spendguard import SpendGuard, SpentBefore
 from tagger.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,7 @@ class BatchRounds:
         self.watcher = watcher
         self.collector = Collector(state, plan, cache, ItemPolicy.for_plan(plan))
         self._uploaded_here: set[str] = set()
+        self._verified: set[str] = set()  # body shapes this process's canaries sent
         self._troubles = 0  # failed looks at a batch in a row
         self.few_left_live = 0  # lines left by expired batches, to be finished live (0: none)
 
@@ -143,31 +145,52 @@ class BatchRounds:
 
     async def _canary(self) -> None:
         """The round's first line of each shape sent live: a refused parameter is adapted in
-        every line, any other refusal stops the job before anything is uploaded."""
+        every line, any other refusal stops the job before anything is uploaded; a valid
+        answer is kept in the cache, and its item is answered."""
         config, state = self.config, self.state
         if config.max_requests is not None and state.submitted_requests >= config.max_requests:
             return  # the limit is reached: the round will write its lines not run
         if config.max_cost is not None and state.estimated_cost >= config.max_cost:
             return
-        rules = request_rules(config.client, self.plan.prompt.params, state.adaptations)
-        client = LLMClient(config.client, SendGate(concurrency=1), rules, model_checked=True)
+        rules = round_rules(state, self.plan)
+        model = config.client.model
+        spent = SpentBefore(state.submitted_requests, state.estimated_cost, "the batch rounds")
+        guard = SpendGuard(  # what the job's rounds left of the limits, at live prices
+            config.max_requests,
+            config.max_cost,
+            lambda used: self.prices.cost(model, used),
+            spent,
+        )
+        gate = SendGate(concurrency=1, guard=guard)
+        client = LLMClient(config.client, gate, rules, model_checked=True)
+        lines = canary_lines(state, self.plan, self.abstracts(), self._next_round, rules)
         try:
-            builders = line_builders(state, self.plan, self.abstracts(), self._next_round, rules)
-            report = await send_canary(client, builders, state.canary_shapes)
+            # Shapes are derived from the lines about to be written, never read from the job
+            # file: only this process's own canaries spare a shape another request.
+            report = await send_canary(
+                client, lines, self.collector.policy, Mode(state.mode), keep=self.cache,
+                verified=self._verified,
+            )  # fmt: skip
         finally:
             await client.aclose()
+        self._verified.update(report.shapes)
         state.adaptations = report.learned
         state.canary_requests += report.requests
         state.submitted_requests += report.requests  # --max-requests counts them
-        state.canary_shapes = [*state.canary_shapes, *report.shapes][-20:]
         usage = Usage.from_fields(state.canary_usage) + report.usage
         state.canary_usage = usage.as_fields()
         cost = self.prices.cost(config.client.model, report.usage)
         state.estimated_cost += cost or 0.0  # --max-cost counts them, at live prices
+        for key, used in report.kept.items():  # answered by its canary: in no batch line
+            item = state.items.get(key)
+            if item is not None:
+                item.status, item.error, item.turns = "ok", None, []
+                item.attempts += 1
+                item.usage = (Usage.from_fields(item.usage) + used).as_fields()
         self.save()
         if report.requests:
-            log.info("batch canary: %d live request(s), %d refused", report.requests,
-                     report.refused)  # fmt: skip
+            log.info("batch canary: %d live request(s), %d refused, %d answer(s) kept",
+                     report.requests, report.refused, len(report.kept))  # fmt: skip
 
     async def _submit(self) -> None:
         for record in self.state.batches:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from tagger.config import RunConfig
     from tagger.files.abstracts import InputScan
     from tagger.options import RunOptions
-    from tagger.pipeline.job import DryRunReport
+    from tagger.pipeline.forecast import DryRunReport
     from tagger.pricing import PriceTable
 
 

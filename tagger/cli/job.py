@@ -27,7 +27,7 @@ def run_command(command: RunCommand) -> None:
     """Check everything, read the inputs, run, summarise; exit 0, 1, 2 or 130."""
     from tagger.cli.batchrun import print_batch_estimate, run_batch
     from tagger.files.abstracts import scan
-    from tagger.pipeline.job import dry_run as plan_dry_run
+    from tagger.pipeline.forecast import dry_run as plan_dry_run
     from tagger.pipeline.job import require_key, run_job
     from tagger.pricing import PriceTable
 

@@ -83,6 +83,7 @@ def _print_known(as_json: bool) -> None:
                             "shutdown": str(r.shutdown),
                             "successor": r.successor,
                             "source": r.source,
+                            "read": r.read,
                             "as_of": r.as_of,
                         }
                         for r in retiring
@@ -104,6 +105,8 @@ def _print_known(as_json: bool) -> None:
     for r in retiring:
         announced = f"deprecated {r.deprecated}, " if r.deprecated else ""
         successor = f"; successor {r.successor}" if r.successor else ""
+        how = f", read {r.read.split(':')[0].split(';')[0]}" if r.read else ""
         typer.echo(
-            f"  {r.model}: {announced}shuts down {r.shutdown}{successor}; {r.source} ({r.as_of})"
+            f"  {r.model}: {announced}shuts down {r.shutdown}{successor}; {r.source} "
+            f"({r.as_of}{how})"
         )

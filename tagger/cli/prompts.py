@@ -36,21 +36,25 @@ def prompts(prompts_dir: PromptsDirOpt = None) -> None:
 
 def _shared(prompts_dir: Path, prompt: Prompt) -> str:
     """'1,610, 1,536 cached': the tokens every request shares, and what OpenAI's
-    prompt cache bills of them at the cached price (strict JSON-schema mode, the default)."""
+    prompt cache bills of them at the cached price (strict JSON-schema mode, the default);
+    a packing prompt's are paid once per pack."""
     from tagger.config import Mode
+    from tagger.defaults import PER_REQUEST
     from tagger.pipeline.estimate import shared_tokens
     from tagger.pricing import bundled_cache_rule
-    from tagger.prompting.schema import answer_json_schema, build_answer_model
+    from tagger.prompting.plan import request_schema
+    from tagger.prompting.schema import build_answer_model
     from tagger.prompting.taxonomy import load_synonyms, load_taxonomy
 
     taxonomy = load_taxonomy(prompts_dir, prompt.taxonomy_version)
-    schema = answer_json_schema(build_answer_model(taxonomy, load_synonyms(prompts_dir)))
+    schema = request_schema(prompt, build_answer_model(taxonomy, load_synonyms(prompts_dir)))
     shared = shared_tokens(prompt, taxonomy, schema, Mode.JSON_SCHEMA)
     rule = bundled_cache_rule()
     cached = rule.cached(shared)
+    packs = f"; once per {PER_REQUEST} abstracts" if prompt.packs else ""
     if cached == 0:
-        return f"{shared:,}, none cached"
-    return f"{shared:,}, {cached:,} cached"
+        return f"{shared:,}, none cached{packs}"
+    return f"{shared:,}, {cached:,} cached{packs}"
 
 
 def _taxonomies(prompts_dir: Path, default: str | None) -> list[VersionRow]:

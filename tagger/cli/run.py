@@ -24,6 +24,7 @@ from tagger.cli.common import (
     TierName,
     named_file,
 )
+from tagger.prompting.packs import MAX_PER_REQUEST
 
 
 def run(
@@ -74,6 +75,20 @@ def run(
             show_default=(
                 f"{defaults.LOCAL_CONCURRENCY} for a local server, "
                 f"else {defaults.REMOTE_CONCURRENCY}"
+            ),
+            metavar="N",
+        ),
+    ] = None,
+    per_request: Annotated[
+        int | None,
+        typer.Option(
+            envvar="TAGGER_PER_REQUEST",
+            min=1,
+            max=MAX_PER_REQUEST,
+            help="Abstracts asked about in one request (a prompt that packs, e.g. tag@v3).",
+            show_default=(
+                f"{defaults.PER_REQUEST} on OpenAI's API for a model with a cached-input price, "
+                "else 1"
             ),
             metavar="N",
         ),

@@ -15,7 +15,7 @@ from tagger.cli.common import say
 from tagger.terminal import cell, printable
 
 if TYPE_CHECKING:
-    from tagger.pipeline.job import DryRunReport
+    from tagger.pipeline.forecast import DryRunReport
     from tagger.pipeline.stats import RunStats
     from tagger.prompting.prompts import Prompt
 
@@ -38,7 +38,7 @@ def print_summary(
 
     `fatal` is the error that ended the run, said once after this summary: not repeated here.
     """
-    from tagger.pipeline.job import summarise
+    from tagger.pipeline.summary import summarise
 
     if not quiet:
         table = Table(title="tagger run", show_header=False)
@@ -78,6 +78,11 @@ def print_dry_run(console: Console, report: DryRunReport) -> None:
     table.add_row("unique", str(report.unique))
     table.add_row("already cached", str(report.cached))
     table.add_row("to send", str(report.unique - report.cached))
+    if report.per_request > 1:
+        table.add_row(
+            "requests",
+            f"{report.requests} (up to {report.per_request} abstracts each; the first alone)",
+        )
     tokens = f"{report.usage.prompt_tokens} in"
     if report.usage.cached_input_tokens:
         tokens += f" ({report.usage.cached_input_tokens} cached)"
@@ -145,9 +150,11 @@ def print_prompts(
     console.print(
         "shared tokens: the start of every request, the same for every abstract (schema, "
         "instructions, task areas). OpenAI bills the cached part at a tenth of the input "
-        "price; a prompt sharing fewer than 1,024 tokens pays them in full every time, so on "
-        "OpenAI the longer default prompt is the cheaper one (docs/cloud-models.md). A local "
-        "server bills nothing: there the shorter prompt is the faster one.",
+        "price; a prompt sharing fewer than 1,024 tokens pays them in full every time. "
+        "Cheapest on OpenAI: a prompt that packs (tag@v3, the default, or tag-compact@v3), "
+        "whose shared part is paid once per 8 abstracts (--per-request); see "
+        "docs/cloud-models.md for the figures. A local server bills nothing and gets one "
+        "abstract per request: there the shorter prompt is the faster one (tag-compact@v1).",
         highlight=False,
         markup=False,
     )

@@ -13,6 +13,8 @@ FORMULA_STARTS = ("=", "+", "-", "@", *map(chr, range(32)))
 NEUTRAL_PREFIX = "'"
 
 Cell = str | int | float | None
+XLSX_CELL_CHARS = 32_767  # Excel's most characters in a cell
+_CUT = " … [cut: {:,} characters more than a cell holds are in the run file]"
 # XML 1.0 cannot hold these control characters; openpyxl would refuse the whole file.
 _XML_ILLEGAL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
@@ -47,10 +49,24 @@ def lf_newlines(text: str) -> str:
 
 
 def cell_text(text: str, *, xlsx: bool = False) -> str:
-    """Text exactly as it will be written, neutralised last so no later step can undo it."""
-    if xlsx:
-        text = _XML_ILLEGAL_RE.sub("", lf_newlines(text))
-    return neutralise(text)
+    """Text exactly as it will be written, neutralised last so no later step can undo it.
+
+    An XLSX cell holds XLSX_CELL_CHARS characters: longer text is cut there, visibly, with
+    what was left out (openpyxl and Excel would cut it without a word)."""
+    if not xlsx:
+        return neutralise(text)
+    text = neutralise(_XML_ILLEGAL_RE.sub("", lf_newlines(text)))
+    if len(text) <= XLSX_CELL_CHARS:
+        return text
+    # The mark holds how much is left out, which counts the mark's own length: a fixed point
+    # (the length only grows with the count), reached in two or three turns.
+    mark = ""
+    while True:
+        longer = _CUT.format(len(text) - XLSX_CELL_CHARS + len(mark))
+        if len(longer) == len(mark):
+            break
+        mark = longer
+    return text[: XLSX_CELL_CHARS - len(mark)] + longer  # the end only: the quote stays first
 
 
 def sheet_cell(value: Any, *, xlsx: bool = False) -> Cell:

@@ -1,46 +1,94 @@
 """Make an XLSX sheet readable on screen and on paper: widths, row heights, print settings.
 
-Excel and LibreOffice do not grow a row for wrapped text that openpyxl writes, so wrapped
-cells would run under the next row: heights are set here from the text, estimated against
-the column width.
+Row heights: LibreOffice draws a row at the height the file gives, and does not grow it for
+wrapped text; Excel grows a row to its text when it opens the file, unless the row's height
+was set by hand (`customHeight`, ECMA-376 §18.3.1.73). So a row holding wrapped text gets
+the height its text takes in LibreOffice, without `customHeight`: LibreOffice prints it as
+given, Excel (and Excel Online) fits it to the text itself. A row with merged cells is the
+exception: Excel fits no such row, so it keeps a height that holds the text in Excel too.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-# An 11 pt Calibri line needs 15 pt of row height.
-LINE_HEIGHT = 15.0
-ROW_PADDING = 3.0
+from tagger.files.textwidth import wrapped_lines
+
+# LibreOffice, Calibri 11 drawn in Carlito (the same metrics): a column width unit (one "0")
+# is 5.55 pt; text starts and ends a little inside the cell; wrapped lines are 11.1 pt apart
+# (Carlito's ascent and descent make one em) and the last one's descenders need 2-3 pt below.
+# Measured on PDF renders of LibreOffice 7.4 (2026-12-04): column edges, line positions.
+UNIT_POINTS = 5.55
+CELL_INSET = 3.0
+LINE_HEIGHT = 11.15
+ROW_PADDING = 3.5
+# Excel: a wrapped Calibri 11 line takes a 15 pt row at 100% display scaling (Microsoft Open
+# Specifications); a unit is 7 pixels (5.25 pt) and the cell keeps ~5 pixels of padding.
+EXCEL_LINE_HEIGHT = 15.0
+EXCEL_ROW_PADDING = 3.0
+_EXCEL_UNIT_POINTS, _EXCEL_INSET = 5.25, 3.75
 MAX_ROW_HEIGHT = 409.0  # Excel's largest row height, in points
-# A column width unit is one "0" of the default font. Prose in Calibri's metrics (Carlito) and in
-# DejaVu Sans (LibreOffice's stand-in without them) averages 1.24-1.26 characters per "0"
-# (measured on the seed abstracts); less the cell's padding, 1.15 per unit. A wrapped line loses
-# up to a word at its end: LINE_SLACK characters. Generous enough that text is never cut, close
-# enough that a row is not much taller than its text.
-_CHARS_PER_UNIT = 1.15
-_LINE_SLACK = 3
+_MOST_LINES = math.ceil(MAX_ROW_HEIGHT / LINE_HEIGHT)
 MIN_WIDTH, MAX_WIDTH = 6.0, 60.0
 # A long header ("task_area_runner_up_confidence") wraps rather than widen a column of numbers.
 HEADER_WIDTH = 16.0
 _BOLD = 1.1  # a bold header is about a tenth wider than the same text regular
 
 
-def lines_needed(text: str, width: float) -> int:
-    """How many lines text takes, wrapped in a column this wide (one at least)."""
-    per_line = max(1, int(width * _CHARS_PER_UNIT) - _LINE_SLACK)
-    return sum(max(1, math.ceil(len(part) / per_line)) for part in text.split("\n"))
+def lines_needed(text: str, width: float, *, bold: bool = False) -> int:
+    """How many lines text takes, wrapped in a column this wide, in LibreOffice (one at least)."""
+    return wrapped_lines(text, width * UNIT_POINTS - CELL_INSET, bold=bold, most=_MOST_LINES)
 
 
-def row_height(texts: Iterable[tuple[str, float]]) -> float | None:
-    """The height (points) for a row whose wrapped cells hold these (text, width)s; None if one
-    line is enough (the default height)."""
-    lines = max((lines_needed(text, width) for text, width in texts), default=1)
+def row_height(texts: Iterable[tuple[str, float]], *, bold: bool = False) -> float | None:
+    """The height (points) for a row whose wrapped cells hold these (text, width)s, as
+    LibreOffice draws them; None if one line is enough (the default height)."""
+    lines = max((lines_needed(text, width, bold=bold) for text, width in texts), default=1)
     if lines <= 1:
         return None
     return min(lines * LINE_HEIGHT + ROW_PADDING, MAX_ROW_HEIGHT)
+
+
+def fixed_row_height(text: str, width: float) -> float | None:
+    """The height (points) a row of merged cells needs to hold text across `width` units in
+    Excel (which never fits such a row) and so in LibreOffice; None for one line."""
+    points = width * _EXCEL_UNIT_POINTS - _EXCEL_INSET
+    lines = wrapped_lines(text, points, most=_MOST_LINES)
+    if lines <= 1:
+        return None
+    return min(lines * EXCEL_LINE_HEIGHT + EXCEL_ROW_PADDING, MAX_ROW_HEIGHT)
+
+
+def fit_row(sheet: Any, row: int, height: float | None) -> None:
+    """Give a row the height its text takes in LibreOffice, to be fitted again by Excel."""
+    if height is not None:
+        sheet.row_dimensions[row] = _fitted_row()(sheet, index=row, ht=height)
+
+
+@functools.cache
+def _fitted_row() -> Any:
+    """openpyxl's row, written without `customHeight` (openpyxl sets it with any height)."""
+    from openpyxl.worksheet.dimensions import RowDimension
+
+    class FittedRow(RowDimension):  # type: ignore[misc]
+        """A row whose height is LibreOffice's; Excel fits it to its text on opening."""
+
+        @property
+        def customHeight(self) -> bool:  # openpyxl's (and the XML's) name
+            return False
+
+    return FittedRow
+
+
+def bold_font() -> Any:
+    """The sheets' font in bold, Calibri 11 named in full: a bold font without a name prints
+    in LibreOffice's default serif."""
+    from openpyxl.styles import Font
+
+    return Font(name="Calibri", size=11, family=2, scheme="minor", bold=True)
 
 
 def fit_width(header: str, texts: Iterable[str], widest: float = MAX_WIDTH) -> float:
@@ -51,33 +99,15 @@ def fit_width(header: str, texts: Iterable[str], widest: float = MAX_WIDTH) -> f
     return min(max(heading, longest + 2.0, MIN_WIDTH), widest)
 
 
-def set_row_heights(sheet: Any, wrapped: Sequence[int], first_row: int = 2) -> None:
-    """Give every row from first_row the height its wrapped columns (1-based) need."""
-    from openpyxl.utils import get_column_letter
-
-    widths = {
-        c: float(sheet.column_dimensions[get_column_letter(c)].width or 8.43) for c in wrapped
-    }
-    for r in range(first_row, sheet.max_row + 1):
-        texts = []
-        for c in wrapped:
-            value = sheet.cell(row=r, column=c).value
-            if value is not None and value != "":
-                texts.append((str(value), widths[c]))
-        height = row_height(texts)
-        if height is not None:
-            sheet.row_dimensions[r].height = height
-
-
 # A4, with margins of MARGIN_INCHES left and right: the width a page prints, in points.
 A4_POINTS = (595.0, 842.0)  # portrait width, height
 MARGIN_INCHES = 0.4
 MIN_PRINT_SCALE = 70  # percent: below it text is too small to read on paper
-# openpyxl's (and Excel's) default font: a width unit is 7 pixels, plus 5 of padding per column.
+# Excel: a width unit is 7 pixels, plus 5 of padding per column (at 96 dpi); LibreOffice: 5.55
+# pt a unit (UNIT_POINTS). A column is taken at the wider of the two; a little of the page is
+# kept spare for rounding, so that the last reading column never moves to the next page.
 _PIXELS_PER_UNIT, _COLUMN_PADDING_PIXELS, _POINTS_PER_PIXEL = 7, 5, 0.75
-# Excel and LibreOffice convert widths a little differently: keep this much of the page spare,
-# so that the last reading column is never pushed onto the next page.
-_SPARE = 0.97
+_SPARE = 0.99
 
 
 def printable_width(*, landscape: bool) -> float:
@@ -88,8 +118,13 @@ def printable_width(*, landscape: bool) -> float:
 
 def columns_points(widths: Iterable[float]) -> float:
     """Points that columns of these widths (in "0" units) take at 100%."""
-    pixels = sum(_PIXELS_PER_UNIT * width + _COLUMN_PADDING_PIXELS for width in widths)
-    return pixels * _POINTS_PER_PIXEL
+    return sum(
+        max(
+            (_PIXELS_PER_UNIT * width + _COLUMN_PADDING_PIXELS) * _POINTS_PER_PIXEL,
+            UNIT_POINTS * width,
+        )
+        for width in widths
+    )
 
 
 def print_scale(widths: Iterable[float], *, landscape: bool = True) -> int:
@@ -128,16 +163,38 @@ def print_setup(
 
 
 def border_table(sheet: Any) -> None:
-    """Thin borders around the cells of a sheet's table, and no printed gridlines: a sheet
-    with charts would otherwise print an empty grid beside and under them."""
+    """Thin borders around the cells of a sheet's tables, and no printed gridlines: a sheet
+    with charts would otherwise print an empty grid beside and under them.
+
+    A table is a run of rows holding values; it is bordered as wide as its widest row, a row
+    merged across (a note) as wide as its merge. Empty rows between tables stay bare.
+    """
     from openpyxl.styles import Border, Side
 
     thin = Side(style="thin", color="BFBFBF")
     edge = Border(left=thin, right=thin, top=thin, bottom=thin)
-    for row in sheet.iter_rows(min_row=1, max_row=sheet.max_row, max_col=sheet.max_column):
-        for cell in row:
-            cell.border = edge
+    merged = {span.min_row: span.max_col for span in sheet.merged_cells.ranges}
+    block: list[int] = []
+    for r in range(1, sheet.max_row + 2):
+        if r <= sheet.max_row and any(
+            cell.value is not None and cell.value != "" for cell in sheet[r]
+        ):
+            block.append(r)
+            continue
+        widest = max((_last_filled(sheet, row) for row in block if row not in merged), default=0)
+        for row in block:
+            for c in range(1, merged.get(row, widest) + 1):
+                sheet.cell(row=row, column=c).border = edge
+        block = []
     sheet.print_options.gridLines = False
+
+
+def _last_filled(sheet: Any, row: int) -> int:
+    """The last column of a row holding a value (0 for none)."""
+    return max(
+        (cell.column for cell in sheet[row] if cell.value is not None and cell.value != ""),
+        default=0,
+    )
 
 
 def nice_step(largest: float, ticks: int = 6) -> int:
@@ -200,9 +257,9 @@ def tidy(
         sheet.merge_cells(f"A{r}:{last}{r}")
         cell = sheet.cell(row=r, column=1)
         cell.alignment = wrap
-        height = row_height([(str(cell.value or ""), sum(widths.values()))])
+        height = fixed_row_height(str(cell.value or ""), sum(widths.values()))
         if height is not None:
-            sheet.row_dimensions[r].height = height
+            sheet.row_dimensions[r].height = height  # set by hand: Excel fits no merged row
     for r in range(1, sheet.max_row + 1):
         if r in spanning:
             continue
@@ -217,7 +274,5 @@ def tidy(
                 texts.append((text, width))
             else:
                 cell.alignment = top
-        height = row_height(texts)
-        if height is not None:
-            sheet.row_dimensions[r].height = height
+        fit_row(sheet, r, row_height(texts, bold=r in headers))
     print_setup(sheet, header_rows=1 if repeat_header else 0, landscape=landscape)

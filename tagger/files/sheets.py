@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -43,25 +42,6 @@ def run_row_to_sheet(row: dict[str, Any]) -> dict[str, Any]:
     values["reviewed"] = ""
     values["method_tags"] = TAG_SEPARATOR.join(str(t) for t in row.get("method_tags") or [])
     return values
-
-
-def count_rows(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str, int]]:
-    """(kind, name, abstracts) counts per task area and per method tag, most frequent first."""
-    ok = [row for row in rows if row.get("status") == "ok"]
-    areas = Counter(str(row.get("task_area")) for row in ok if row.get("task_area"))
-    tags: Counter[str] = Counter()
-    for row in ok:
-        tags.update({str(tag) for tag in row.get("method_tags") or []})
-    ordered = [("task_area", name, n) for name, n in sorted(areas.items(), key=_by_count)]
-    ordered += [("method_tag", name, n) for name, n in sorted(tags.items(), key=_by_count)]
-    errors = sum(1 for row in rows if row.get("status") != "ok")
-    if errors:
-        ordered.append(("status", "error", errors))
-    return ordered
-
-
-def _by_count(item: tuple[str, int]) -> tuple[int, str]:
-    return -item[1], item[0]
 
 
 def write_sheet(
@@ -124,7 +104,7 @@ def read_sheet(
     first = next(table, None)
     if first is None:
         raise UsageError(f"{path}: empty sheet; expected a header row")
-    header = [name.strip() for name in first]
+    header = _header(path, first)
     rows: list[tuple[int, dict[str, str]]] = []
     # Rows are kept only when they hold something: a sheet's empty rows cost nothing.
     for number, values in enumerate(table, start=2):
@@ -134,6 +114,30 @@ def read_sheet(
         cells = zip(header, padded, strict=False)
         rows.append((number, {name: v if raw else restore(v) for name, v in cells if name}))
     return header, rows
+
+
+def _header(path: Path, first: list[str]) -> list[str]:
+    """Row 1's column names: stripped and lower-case (tagger writes them so; a person may type
+    one capitalised), each once: of two columns of one name, neither could be taken."""
+    header = [name.strip().lower() for name in first]
+    if not any(header):
+        raise UsageError(
+            f"{path}: row 1 is empty: the column names must be in row 1, as tagger wrote them"
+        )
+    seen: dict[str, int] = {}
+    for column, name in enumerate(header, start=1):
+        if name in seen:
+            from openpyxl.utils import get_column_letter
+
+            both = f"{get_column_letter(seen[name])} and {get_column_letter(column)}"
+            shown = name if len(name) <= 40 else f"{name[:40]}…"
+            raise UsageError(
+                f"{path}: two columns are named {shown!r} ({both}): delete or rename one, so "
+                "that it is clear which holds the review"
+            )
+        if name:
+            seen[name] = column
+    return header
 
 
 def _read_csv(path: Path) -> list[list[str]]:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from tagger.errors import UsageError
 
@@ -71,6 +72,8 @@ def read_xlsx_rows(path: Path) -> Iterator[list[str]]:
         raise UsageError(f"{path}: cannot open as .xlsx ({exc})") from exc
     try:
         sheet = book.worksheets[0]
+        with sheet._get_source() as source:  # the sheet's XML part, as openpyxl reads it
+            _check_order(path, source)
         sheet.reset_dimensions()
         cells = text = 0
         for number, values in enumerate(sheet.iter_rows(values_only=True), start=1):
@@ -100,6 +103,73 @@ def read_xlsx_rows(path: Path) -> Iterator[list[str]]:
             yield row
     finally:
         book.close()
+
+
+_REF = re.compile(r"([A-Z]{1,3})([0-9]{1,10})")
+_ROW = re.compile(r"[0-9]{1,10}")
+_CHUNK = 1 << 16
+
+
+def _check_order(path: Path, source: IO[bytes]) -> None:
+    """UsageError for a row or cell out of order, or given twice: openpyxl's streaming reader
+    would drop such a row, or a row's last cells, or keep one of two values, and say nothing.
+
+    Excel writes rows and cells in order; a sheet otherwise was made by hand or to mislead.
+    """
+    import xml.parsers.expat
+
+    depth = {"sheetData": 0}
+    at = {"row": 0, "column": 0}
+
+    def refuse(what: str) -> None:
+        raise UsageError(f"{path}: {what}, which Excel and LibreOffice never write: open it in "
+                         "one of them and save it again, or save it as .csv")  # fmt: skip
+
+    def start(name: str, attrs: dict[str, str]) -> None:
+        local = name.rpartition(":")[2]
+        if local == "sheetData":
+            depth["sheetData"] += 1
+        elif depth["sheetData"] and local == "row":
+            number = attrs.get("r")
+            if number is None:
+                at["row"] += 1
+            elif not _ROW.fullmatch(number):
+                refuse(f"a row is numbered {number[:20]!r}")
+            elif int(number) <= at["row"]:
+                refuse(f"row {number} comes after row {at['row']} (out of order, or twice)")
+            else:
+                at["row"] = int(number)
+            at["column"] = 0
+        elif depth["sheetData"] and local == "c":
+            ref = attrs.get("r")
+            if ref is None:
+                at["column"] += 1
+                return
+            found = _REF.fullmatch(ref)
+            if found is None or int(found.group(2)) != at["row"]:
+                refuse(f"cell {ref[:20]!r} is not a cell of row {at['row']}")
+            column = column_index_from_string(found.group(1))  # type: ignore[union-attr]
+            if column == at["column"]:
+                refuse(f"cell {ref} is given twice")
+            if column < at["column"]:
+                refuse(f"cell {ref} comes after a cell to its right (out of order)")
+            at["column"] = column
+
+    def end(name: str) -> None:
+        if name.rpartition(":")[2] == "sheetData":
+            depth["sheetData"] -= 1
+
+    from openpyxl.utils import column_index_from_string
+
+    parser = xml.parsers.expat.ParserCreate()
+    parser.StartElementHandler = start
+    parser.EndElementHandler = end
+    try:
+        while chunk := source.read(_CHUNK):
+            parser.Parse(chunk, False)
+        parser.Parse(b"", True)
+    except xml.parsers.expat.ExpatError as exc:
+        raise UsageError(f"{path}: cannot open as .xlsx (its sheet is not XML: {exc})") from exc
 
 
 def _bounded(path: Path, number: int, values: tuple[Any, ...]) -> list[str]:

@@ -13,7 +13,9 @@ from tagger.files.cells import Cell, cell_text
 from tagger.files.ownfiles import XLSX_CREATOR
 from tagger.files.sheetlayout import (
     MAX_WIDTH,
+    bold_font,
     border_table,
+    fit_row,
     fit_width,
     print_scale,
     print_setup,
@@ -30,6 +32,7 @@ _WIDE = {
 _NARROW = {"task_area": 36.0, "task_area_confidence": 12.0, "reviewed": 12.0}
 _WRAP = frozenset(_WIDE)
 _PRINT_THROUGH = "abstract"
+_SCREEN_FROM = "prompt_hash"  # this column and those after it are never printed
 # Hidden when no row has a value: a run without log-probabilities has no confidences.
 _HIDE_WHEN_EMPTY = frozenset(
     {"task_area_confidence", "task_area_runner_up", "task_area_runner_up_confidence", "venue",
@@ -64,7 +67,7 @@ def write_xlsx(
 ) -> None:
     from openpyxl import Workbook
     from openpyxl.comments import Comment
-    from openpyxl.styles import Alignment, Font
+    from openpyxl.styles import Alignment
     from openpyxl.utils import get_column_letter
 
     book = Workbook()
@@ -74,7 +77,7 @@ def write_xlsx(
     for col, name in enumerate(columns, start=1):
         header = sheet.cell(row=1, column=col)
         _set_text(header, name)
-        header.font = Font(bold=True)
+        header.font = bold_font()
         header.alignment = header_style
         if name in (notes or {}):
             header.comment = Comment((notes or {})[name], "tagger", width=320, height=110)
@@ -99,17 +102,17 @@ def write_xlsx(
             else:
                 cell.value = value
             cell.alignment = wrap if wrapped[col - 1] else top
-        height = row_height((texts[r - 2][c], widths[c]) for c in range(len(columns)) if wrapped[c])
-        if height is not None:
-            sheet.row_dimensions[r].height = height
+        fit_row(
+            sheet,
+            r,
+            row_height((texts[r - 2][c], widths[c]) for c in range(len(columns)) if wrapped[c]),
+        )
     for col, name in enumerate(columns, start=1):
         dimension = sheet.column_dimensions[get_column_letter(col)]
         dimension.width = widths[col - 1]
         if _hidden(name, longest[col - 1]):
             dimension.hidden = True
-    header_height = row_height((name, widths[c]) for c, name in enumerate(columns))
-    if header_height is not None:
-        sheet.row_dimensions[1].height = header_height
+    fit_row(sheet, 1, row_height(((name, widths[c]) for c, name in enumerate(columns)), bold=True))
     sheet.freeze_panes = "A2"
     sheet.auto_filter.ref = f"A1:{get_column_letter(len(columns))}{len(cells) + 1}"
     if _PRINT_THROUGH in columns:
@@ -120,7 +123,8 @@ def write_xlsx(
         print_setup(sheet, scale=scale)
         # Then as much of the bookkeeping as one more page across holds (id, source, status,
         # error, ...); what the run gives every row alike (its prompt's hash) stays on screen.
-        rest = [c for c in visible if c > last]
+        on_paper = columns.index(_SCREEN_FROM) if _SCREEN_FROM in columns else len(columns)
+        rest = [c for c in visible if last < c < on_paper]
         while rest and print_scale([widths[c] for c in rest]) < scale:
             rest.pop()
         through = get_column_letter((rest[-1] if rest else last) + 1)
@@ -131,7 +135,7 @@ def write_xlsx(
         summary = book.create_sheet("counts")
         for col, name in enumerate(("kind", "name", "abstracts"), start=1):
             _set_text(summary.cell(row=1, column=col), name)
-            summary.cell(row=1, column=col).font = Font(bold=True)
+            summary.cell(row=1, column=col).font = bold_font()
         for r, (kind, name, number) in enumerate(counts, start=2):
             _set_text(summary.cell(row=r, column=1), kind)
             _set_text(summary.cell(row=r, column=2), cell_text(name, xlsx=True))

@@ -81,18 +81,23 @@ class RequestEstimator:
         return 0 if self.cache is None else self.cache.cached(self.fixed_tokens(mode))
 
     def estimate(
-        self, messages: Sequence[Mapping[str, str]], params: Mapping[str, Any], mode: Mode
+        self,
+        messages: Sequence[Mapping[str, str]],
+        params: Mapping[str, Any],
+        mode: Mode,
+        answers: int = 1,
     ) -> RequestEstimate:
-        """One request's expected tokens, its cached share, and its token limit."""
+        """One request's expected tokens, its cached share, and its token limit; `answers`:
+        the abstracts it asks about (a pack's answers, and their reasoning, each count)."""
         prompt = count_text_tokens(self.schema_text(mode)) + sum(
             count_text_tokens(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in messages
         )
-        reasoning = self.rules.expected_reasoning_tokens
+        reasoning = self.rules.expected_reasoning_tokens * answers
         sent = self.rules.body_params(params)
         limit = sent.get("max_completion_tokens", sent.get("max_tokens"))
         return RequestEstimate(
             prompt_tokens=prompt,
-            completion_tokens=EXPECTED_ANSWER_TOKENS + reasoning,
+            completion_tokens=EXPECTED_ANSWER_TOKENS * answers + reasoning,
             reasoning_tokens=reasoning,
             cached_input_tokens=min(self.cached_tokens(mode), prompt),
         ).limited_by(limit)

@@ -41,12 +41,14 @@ class ModeProbe:
     abstracts take turns probing, so a dead server meets one abstract's retries at a time.
     """
 
-    def __init__(self, forced: Mode | None) -> None:
+    def __init__(self, forced: Mode | None, *, warm_up: bool = False) -> None:
+        """warm_up: the first request goes alone even in a forced mode, the others waiting
+        for its reply (a provider caches the shared prefix once that request is answered)."""
         self.mode = forced or Mode.JSON_SCHEMA
         self.forced = forced is not None
         self.settled = self.forced  # a server accepted self.mode (recorded in the manifest)
         self.fallbacks: list[str] = []
-        self.released = self.forced
+        self.released = self.forced and not warm_up
         self._probing = False
         self._changed = asyncio.Event()
 
@@ -127,6 +129,9 @@ class ItemTagger:
         """The mode settled on and the fallbacks taken so far, for the run's stats."""
         return self.probe.snapshot()
 
+    def cancel(self) -> None:
+        """Nothing of its own runs beside the abstracts' own tasks."""
+
     def render(self, text: str, title: str | None, mode: Mode) -> list[dict[str, str]]:
         """The messages for one abstract in one mode."""
         return render_messages(self.prompt, self.taxonomy, self.schema, text, title, mode)
@@ -140,15 +145,17 @@ class ItemTagger:
         """Tag one abstract, never raising for its own failures; `start`: a leftover's state."""
         state = start or ItemState()
         if not await self.probe.turn():
-            return await self._tag(text, title, state, probing=False)
+            return await self.ask(text, title, state)
         try:
-            return await self._tag(text, title, state, probing=True)
+            return await self.ask(text, title, state, probing=True)
         finally:
             self.probe.probe_ended()
 
-    async def _tag(
-        self, text: str, title: str | None, state: ItemState, *, probing: bool
+    async def ask(
+        self, text: str, title: str | None, state: ItemState, *, probing: bool = False
     ) -> Outcome:
+        """Tag one abstract from `state` once it may send (the probe's turn is the caller's:
+        `probing` if it holds it); never raises for its own failures."""
         policy = self.policy
         outcome = Outcome()
         budget = AttemptBudget(policy.max_attempts)

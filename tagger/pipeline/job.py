@@ -5,26 +5,26 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from tagger.__version__ import __version__
-from tagger.config import Mode, RunConfig
-from tagger.defaults import is_local_url
+from tagger.config import RunConfig
 from tagger.errors import ConfigError
 from tagger.files.abstracts import InputScan
 from tagger.files.outfile import OutputFile
 from tagger.files.rows import JsonlWriter, RowWriter
 from tagger.pipeline.cache import AnswerCache
-from tagger.pipeline.estimate import RequestEstimator, RunEstimate
 from tagger.pipeline.item import ItemTagger, ModeProbe
-from tagger.pipeline.live import LiveRunner
+from tagger.pipeline.live import AbstractTagger, LiveRunner
+from tagger.pipeline.packing import PackingTagger, per_request_for
 from tagger.pipeline.progress import ProgressSink
-from tagger.pipeline.request import render_messages, request_rules
+from tagger.pipeline.request import request_rules
 from tagger.pipeline.stats import RunStats
-from tagger.pricing import PriceTable, count_text_tokens
+from tagger.pipeline.summary import bill_to_floor
+from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.redact import public_url
 from tagger.sending.client import LLMClient
@@ -32,29 +32,6 @@ from tagger.sending.gate import SendGate
 from tagger.sending.local import watch_for_slow_answers
 from tagger.sending.models import with_only_model
 from tagger.sending.spendguard import SpendGuard
-from tagger.usage import NO_USAGE, Usage
-
-
-@dataclass(frozen=True)
-class DryRunReport:
-    """What a run would do, computed without sending anything."""
-
-    items: int
-    unique: int
-    cached: int
-    first_messages: list[dict[str, str]]
-    usage: Usage  # estimated
-    cost: float | None
-    model: str = ""
-    price_row: str | None = None  # the prices row the cost came from (None: not priced)
-    price_note: str = ""  # that row's date and source, or the closest priced names
-    service_tier: str = "default"
-    request_rules: str = ""  # how the prompt's [params] go to this model
-    uncached_cost: float | None = None  # the same requests if the provider caches nothing
-    floor_cost: float | None = None  # the abstracts' own tokens and the answers' alone
-    floor: Usage = NO_USAGE
-    fixed_tokens: int = 0  # tokens the same in every request (the cacheable part)
-    cache_note: str = ""  # how the provider's prompt cache enters the estimate
 
 
 def require_key(config: RunConfig) -> None:
@@ -72,94 +49,6 @@ def open_cache(config: RunConfig) -> AnswerCache | None:
     if not config.use_cache:
         return None
     return AnswerCache(config.cache_dir)
-
-
-def dry_run(
-    config: RunConfig, scan: InputScan, prices: PriceTable, *, senders: int = 1
-) -> DryRunReport:
-    """Count, render the first prompt and estimate tokens and cost; no key, no request.
-
-    `senders`: processes sending at once, each starting with a request that finds nothing in
-    the provider's prompt cache (a Ray run's actors)."""
-    plan = RunPlan.load(config)
-    cache = AnswerCache.open_existing(config.cache_dir) if config.use_cache else None
-    seen: set[str] = set()
-    first: list[dict[str, str]] = []
-    cached = 0
-    mode = config.mode or ModeProbe(None).mode
-    rules = request_rules(config.client, plan.prompt.params, cache_key=plan.prompt_cache_key)
-    model = config.client.model
-    estimator = RequestEstimator(plan, rules, prices.cache_rule(model))
-    total = RunEstimate(senders)
-    for abstract in scan.abstracts():
-        key = plan.item_key(abstract)  # de-duplicated as the runner and the cache do
-        if key in seen:
-            continue
-        seen.add(key)
-        if cache is not None and cache.get(key) is not None:
-            cached += 1
-            continue
-        messages = render_messages(
-            plan.prompt, plan.taxonomy, plan.schema, abstract.text, abstract.title, mode
-        )
-        first = first or messages
-        own = count_text_tokens(abstract.text) + count_text_tokens(abstract.title or "")
-        total.add(estimator.estimate(messages, plan.prompt.params, mode), own)
-    if cache is not None:
-        cache.close()
-    tier = config.client.service_tier or "default"
-    flex = tier == "flex"
-    usage = total.usage
-    uncached = Usage(usage.prompt_tokens, usage.completion_tokens, 0, usage.reasoning_tokens)
-    return DryRunReport(
-        items=scan.count,
-        unique=scan.unique,
-        cached=cached,
-        first_messages=first,
-        usage=usage,
-        cost=prices.cost(model, usage, flex=flex),
-        model=model,
-        price_row=prices.entry(model),
-        price_note=price_note(prices, model),
-        service_tier=tier,
-        request_rules=rules.describe(),
-        uncached_cost=prices.cost(model, uncached, flex=flex),
-        floor_cost=prices.cost(model, total.floor, flex=flex),
-        floor=total.floor,
-        fixed_tokens=estimator.fixed_tokens(mode),
-        cache_note=_cache_note(estimator, mode, prices, config, senders),
-    )
-
-
-def _cache_note(
-    estimator: RequestEstimator, mode: Mode, prices: PriceTable, config: RunConfig, senders: int
-) -> str:
-    """How the provider's prompt cache enters the estimate, in one line."""
-    fixed = estimator.fixed_tokens(mode)
-    if estimator.cache is None:
-        if is_local_url(config.client.effective_base_url):
-            return "a local server: nothing is billed"
-        if prices.price(config.client.model) is None:
-            return f"{fixed:,} tokens are the same in every request; the model is not priced"
-        return f"no cached-input price for this model: all {fixed:,} fixed tokens at input price"
-    hit = estimator.cached_tokens(mode)
-    if hit == 0:
-        return (
-            f"{fixed:,} tokens are the same in every request, under the "
-            f"{estimator.cache.min_tokens:,} the provider caches: none cached"
-        )
-    first = (
-        "the first request" if senders <= 1 else f"the first request of each of {senders} actors"
-    )
-    return (
-        f"{fixed:,} tokens are the same in every request; {hit:,} of them billed as cached "
-        f"after {first} (the provider does not promise hits: at most the uncached cost)"
-    )
-
-
-def price_note(prices: PriceTable, model: str) -> str:
-    """Where a model's price comes from, or which priced names are closest to it."""
-    return prices.note(model)
 
 
 # Called with the runner once it exists, before anything is sent; returns its undo. The CLI
@@ -233,7 +122,12 @@ async def tag_into(
         request_rules(config.client, plan.prompt.params, cache_key=plan.prompt_cache_key),
     )
     watch_for_slow_answers(client, config, scan.unique)
-    tagger = ItemTagger.for_plan(plan, client, ModeProbe(config.mode))
+    per_request = per_request_for(config, plan.prompt, prices)
+    # Packing: the first request goes alone even in a forced mode (the prefix is then cached).
+    probe = ModeProbe(config.mode, warm_up=per_request > 1)
+    single = ItemTagger.for_plan(plan, client, probe)
+    packing = PackingTagger(single, per_request, config.concurrency)
+    tagger: AbstractTagger = packing if per_request > 1 else single
     runner = LiveRunner(plan, tagger, client, cache, writer, progress, prices)
     started = dt.datetime.now(dt.UTC)
     undo = on_runner(runner) if on_runner is not None else None
@@ -245,6 +139,7 @@ async def tag_into(
         await client.aclose()
         if cache is not None:
             cache.close()
+        packing.counts.record(runner.stats)
     status = "interrupted" if stats.interrupted else "stopped" if stats.stop_reason else "complete"
     return stats, build_manifest(config, plan, scan, output, stats, status, started)
 
@@ -318,76 +213,3 @@ def _stats_fields(stats: RunStats) -> dict[str, Any]:
     del fields["kept_output"]  # a manifest is written only beside rows that became the output
     del fields["model_listings"]  # the manifest's `requests` are what was billed
     return fields
-
-
-def summarise(stats: RunStats) -> Sequence[tuple[str, str]]:
-    """Label/value pairs for the end-of-run table."""
-    cost = f"${stats.cost:.4f}" if stats.cost is not None else "n/a (unknown model price)"
-    if stats.cost is None and stats.price_note:
-        cost = f"n/a: {stats.price_note}"
-    rows = [
-        ("items", str(stats.items)),
-        ("ok", str(stats.ok)),
-        ("failed", str(stats.failed)),
-        ("not run", str(stats.not_run)),
-        ("cached", str(stats.cached)),
-        ("requests", _requests(stats)),
-        ("retries", str(stats.retries)),
-        ("repairs", str(stats.repairs)),
-        ("tokens", describe_tokens(stats.usage)),
-        ("estimated cost", cost),
-        *([("paid for", describe_parts(stats.cost_parts))] if stats.cost_parts else []),
-        *([("floor", describe_floor(stats))] if stats.floor_cost else []),
-        ("mode", stats.mode or "-"),
-        ("time", f"{stats.duration:.1f} s"),
-    ]
-    if stats.service_tiers:
-        rows.append(("service tier", ", ".join(stats.service_tiers)))
-    if stats.served_models:
-        rows.append(("answered by", ", ".join(stats.served_models[:3])))
-    if stats.refused_requests:
-        rows.append(("refused by cap", str(stats.refused_requests)))
-    if stats.usage_estimated:
-        rows.append(("usage estimated", f"{stats.usage_estimated} replies without a sane usage"))
-    if stats.stop_reason:
-        rows.append(("stopped", stats.stop_reason))
-    return rows
-
-
-def bill_to_floor(stats: RunStats) -> float | None:
-    """What the run paid over the least the same answers could cost (None: not priced)."""
-    if stats.cost is None or not stats.floor_cost:
-        return None
-    return round(stats.cost / stats.floor_cost, 3)
-
-
-def describe_parts(parts: dict[str, float]) -> str:
-    """'input $0.0021 · cached $0.0017 · output $0.0040 · reasoning $0'."""
-    names = {"input": "input", "cached_input": "cached", "output": "output"}
-    text = " · ".join(f"{label} ${parts[key]:.4f}" for key, label in names.items())
-    return text + (f" · reasoning ${parts['reasoning']:.4f}" if parts.get("reasoning") else "")
-
-
-def describe_floor(stats: RunStats) -> str:
-    """'$0.0079 (abstracts and answers alone); paid 1.36x that'."""
-    ratio = bill_to_floor(stats)
-    paid = f"; paid {ratio:.2f}x that" if ratio is not None else ""
-    return f"${stats.floor_cost:.4f} (the abstracts and the answers alone){paid}"
-
-
-def _requests(stats: RunStats) -> str:
-    """'3', or '0 chat, 1 GET /models' when the model list was asked for (a refused key)."""
-    if not stats.model_listings or stats.requests:
-        return str(stats.requests)
-    return f"0 chat, {stats.model_listings} GET /models"
-
-
-def describe_tokens(usage: Usage) -> str:
-    """'N in (C cached) / M out (of which R reasoning)'."""
-    text = (
-        f"{usage.prompt_tokens} in ({usage.cached_input_tokens} cached) / "
-        f"{usage.completion_tokens} out"
-    )
-    if usage.reasoning_tokens:
-        text += f" (of which {usage.reasoning_tokens} reasoning)"
-    return text

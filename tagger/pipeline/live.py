@@ -26,10 +26,11 @@ from tagger.pipeline.item import ProbeSnapshot
 from tagger.pipeline.outcome import Outcome, Status
 from tagger.pipeline.progress import LiveCounts, ProgressSink, stop_advice
 from tagger.pipeline.stats import RunStats
-from tagger.pricing import PriceTable, count_text_tokens
+from tagger.pipeline.summary import floor_usage
+from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.sending.client import LLMClient
-from tagger.usage import NO_USAGE, Usage
+from tagger.usage import NO_USAGE
 from tagger.wording import clip
 
 
@@ -42,6 +43,10 @@ class AbstractTagger(Protocol):
 
     def snapshot(self) -> ProbeSnapshot:
         """The mode settled on and the fallbacks taken, for the run's stats."""
+        ...
+
+    def cancel(self) -> None:
+        """Cancel whatever it runs beside the abstracts' own tasks (a pack's sender)."""
         ...
 
 
@@ -277,10 +282,10 @@ class LiveRunner:
         stats.cached += item.cached
         paid = not item.shared and (not item.cached or self.paid_elsewhere(item.key))
         if paid and status is Status.OK:
-            abstract, used = item.abstract, outcome.usage
-            own = count_text_tokens(abstract.text) + count_text_tokens(abstract.title or "")
-            answer = max(0, used.completion_tokens - used.reasoning_tokens)
-            stats.floor_usage += Usage(prompt_tokens=own, completion_tokens=answer)
+            abstract = item.abstract
+            stats.floor_usage += floor_usage(
+                abstract.text, abstract.title, outcome.answer, outcome.usage
+            )
         self.progress.written(row)
 
     def _result(self, item: _Pending) -> Outcome:
@@ -304,6 +309,7 @@ class LiveRunner:
         """Cancel every request still in flight (their rows say so)."""
         for task in list(self._inflight.values()):
             task.cancel()
+        self.tagger.cancel()
 
     def _finish_stats(self) -> None:
         stats = self.stats

@@ -4,7 +4,8 @@ An item's state (requests sent, repair turns, cut-offs, tokens) plus pure steps:
 
 - `ItemPolicy.request(state, messages)`: the next request to send (conversation and params);
 - `ItemPolicy.on_reply(state, reply)`: what a reply means: ok, repair, ask again with a bigger
-  token budget, or fail;
+  token budget, or fail (`judge` for one abstract's share of a pack's reply, which
+  tagger.pipeline.pack splits);
 - `ItemPolicy.on_failure(state, failure)`: what a failed request means: retry later or fail.
 
 Each step returns a `Decision`: the action and the item's next state. The drivers only send,
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from tagger.errors import InvalidAnswer
+from tagger.pipeline.pack import answer_alone
 from tagger.pipeline.validate import check_answer, cut_off_problem, repair_messages
 from tagger.redact import redact_fields, safe_text
 from tagger.sending.confidence import AreaConfidence, area_confidence
@@ -133,6 +135,9 @@ class ItemPolicy:
     repair_turns: int
     max_attempts: int
     cutoff_retries: int = 1  # asks again after a cut-off; each doubles max_tokens
+    # The prompt packs abstracts (tagger.prompting.packs): a request about one abstract is a
+    # pack of one, and its reply holds that abstract's answer in the pack's array.
+    packed: bool = False
     # The API key, to hide in every answer and reason once decoded (never shown: repr=False).
     secret: str | None = field(default=None, repr=False, compare=False)
 
@@ -146,6 +151,7 @@ class ItemPolicy:
             params=plan.prompt.params,
             repair_turns=plan.config.repair_turns,
             max_attempts=plan.config.client.max_attempts,
+            packed=plan.prompt.packs,
             secret=key.get_secret_value() if key is not None else None,
         )
 
@@ -170,7 +176,12 @@ class ItemPolicy:
         return params
 
     def on_reply(self, state: ItemState, reply: Reply) -> Decision:
-        """What a reply means (the request is already counted in state.attempts)."""
+        """What the reply to this abstract's own request means (the request is already counted
+        in state.attempts)."""
+        return self.judge(state, answer_alone(reply) if self.packed else reply)
+
+    def judge(self, state: ItemState, reply: Reply) -> Decision:
+        """What a reply about this abstract means: its own, or its share of a pack's."""
         state = replace(state, usage=state.usage + reply.usage)
         if reply.finish_reason == "length":
             # A reasoning model that thought until the limit leaves no answer at all.

@@ -13,7 +13,7 @@ from tagger.prompting.prompts import Prompt
 from tagger.prompting.taxonomy import Taxonomy
 from tagger.sending.params import LOGPROBS_PARAMS, RequestRules
 
-__all__ = ["LOGPROBS_PARAMS", "build_request", "render_messages", "request_rules"]
+__all__ = ["LOGPROBS_PARAMS", "build_request", "render_messages", "render_pack", "request_rules"]
 
 
 def request_rules(
@@ -60,6 +60,18 @@ def render_messages(
     return prompt.render(
         abstract=text, title=title, areas=taxonomy.render(), format_instructions=instructions
     )
+
+
+def render_pack(
+    prompt: Prompt,
+    taxonomy: Taxonomy,
+    schema: dict[str, Any],
+    items: Sequence[tuple[str, str | None]],
+    mode: Mode,
+) -> list[dict[str, str]]:
+    """The messages for several abstracts, (text, title) each, under a packing prompt."""
+    instructions = instructions_for(mode, schema)
+    return prompt.render_pack(items, areas=taxonomy.render(), format_instructions=instructions)
 
 
 def build_request(

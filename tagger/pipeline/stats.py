@@ -47,4 +47,8 @@ class RunStats:
     floor_usage: Usage = NO_USAGE
     floor_cost: float | None = None
     refused_requests: int = 0  # refused by --max-cost or --max-requests
+    per_request: int = 1  # abstracts asked about per request at most (--per-request)
+    packs: int = 0  # requests that asked about several abstracts
+    pack_fallbacks: int = 0  # packs whose reply was unusable as a whole: each asked alone
+    packing_stopped: str | None = None  # why the run stopped packing, if it did
     usage_estimated: int = 0  # replies whose usage was missing or junk: charged the estimate

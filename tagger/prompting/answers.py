@@ -119,6 +119,15 @@ _DECODER = json.JSONDecoder(
 )
 
 
+def decode_at(text: str, index: int) -> tuple[Any, int] | None:
+    """The JSON value starting at `index` of text and the index after it, read as an answer is
+    (numbers bounded, raw newlines in strings allowed); None if none starts there."""
+    try:
+        return _DECODER.raw_decode(text, index)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+
+
 def _loads(text: str) -> Any:
     try:
         return _DECODER.decode(text)

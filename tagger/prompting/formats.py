@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tagger.config import Mode
+from tagger.prompting.packs import ANSWERS_KEY
 from tagger.prompting.schema import MAX_SUMMARY_WORDS, MAX_TAG_CHARS, format_instructions
 
 # ~7 characters per word of a technical summary: the prompt's 30 words, under the 35 validated.
@@ -13,9 +14,25 @@ SUMMARY_MAX_CHARS = MAX_SUMMARY_WORDS * 7
 
 def key_instructions(schema: dict[str, Any]) -> str:
     """One line naming the keys: for a server whose grammar already enforces the schema."""
+    item = _pack_item(schema)
+    if item is not None:
+        return (
+            f'Reply with only a JSON object {{"{ANSWERS_KEY}": [...]}} holding one object per '
+            f"abstract, with the keys {_listed(item)}."
+        )
+    return f"Reply with only a JSON object with the keys {_listed(schema)}."
+
+
+def _listed(schema: dict[str, Any]) -> str:
     keys = [f'"{name}"' for name in schema.get("properties", {})]
-    listed = ", ".join(keys[:-1]) + f" and {keys[-1]}" if len(keys) > 1 else "".join(keys)
-    return f"Reply with only a JSON object with the keys {listed}."
+    return ", ".join(keys[:-1]) + f" and {keys[-1]}" if len(keys) > 1 else "".join(keys)
+
+
+def _pack_item(schema: dict[str, Any]) -> dict[str, Any] | None:
+    """The answer schema inside a packing prompt's schema (tagger.prompting.packs), else None."""
+    answers = schema.get("properties", {}).get(ANSWERS_KEY)
+    items = answers.get("items") if isinstance(answers, dict) else None
+    return items if isinstance(items, dict) else None
 
 
 def instructions_for(mode: Mode, schema: dict[str, Any]) -> str:
@@ -36,6 +53,10 @@ def grammar_schema(schema: dict[str, Any]) -> dict[str, Any]:
     a maxLength ends the string where validation would reject it anyway. OpenAI's strict
     json_schema mode does not take these keywords, so only this mode gets them.
     """
+    item = _pack_item(schema)
+    if item is not None:  # a pack's answers: each one capped
+        answers = {**schema["properties"][ANSWERS_KEY], "items": grammar_schema(item)}
+        return {**schema, "properties": {**schema["properties"], ANSWERS_KEY: answers}}
     properties = dict(schema.get("properties", {}))
     if "summary" in properties:
         properties["summary"] = {**properties["summary"], "maxLength": SUMMARY_MAX_CHARS}

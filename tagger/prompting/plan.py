@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from tagger.config import RunConfig
 from tagger.files.abstracts import Abstract
 from tagger.pipeline.cache import cache_key, canonical_json
+from tagger.prompting.packs import pack_schema
 from tagger.prompting.prompts import Prompt, load_prompt
 from tagger.prompting.schema import SCHEMA_VERSION, answer_json_schema, build_answer_model
 from tagger.prompting.taxonomy import Synonyms, Taxonomy, load_synonyms, load_taxonomy
@@ -37,7 +38,7 @@ class RunPlan:
         synonyms = load_synonyms(config.prompts_dir)
         model = build_answer_model(taxonomy, synonyms)
         key_base = _key_base(config, prompt, taxonomy, synonyms)
-        schema = answer_json_schema(model)
+        schema = request_schema(prompt, model)
         run_part = canonical_json(key_base)
         return cls(config, prompt, taxonomy, synonyms, model, schema, key_base, run_part)
 
@@ -61,6 +62,13 @@ class RunPlan:
     def item_key(self, abstract: Abstract) -> str:
         """The cache key of one abstract under this plan."""
         return cache_key(self.key_run_part, abstract.text, abstract.title)
+
+
+def request_schema(prompt: Prompt, answer_model: type[BaseModel]) -> dict[str, Any]:
+    """The response schema a prompt's requests carry: one answer, or a packing prompt's array
+    of numbered answers (tagger.prompting.packs)."""
+    answer = answer_json_schema(answer_model)
+    return pack_schema(answer) if prompt.packs else answer
 
 
 def _key_base(

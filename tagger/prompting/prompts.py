@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from string import Template
 from typing import Any
 
 from tagger.errors import ConfigError
+from tagger.prompting.packs import render_items
+from tagger.prompting.templates import check_template, template_parts
 
 # Directories under prompts/ that hold data the prompts use, not prompts.
 RESERVED_DIRS = frozenset({"taxonomy", "synonyms"})
 DEFAULT_PROMPT_NAME = "tag"
-PLACEHOLDERS = frozenset({"title_line", "abstract", "areas", "format_instructions"})
 
-_LONE_PLACEHOLDER_RE = re.compile(r"^\s*\$\{?(title_line|format_instructions)\}?\s*$")
 _VERSION_RE = re.compile(r"^v?(\d+)$", re.IGNORECASE)
 
 
@@ -81,6 +80,9 @@ class Prompt:
     taxonomy_version: str | None
     hash: str
     path: Path
+    # Several abstracts per request (tagger.prompting.packs): every request has the pack's
+    # shape, one abstract or many.
+    packs: bool = False
 
     @property
     def ref(self) -> str:
@@ -90,7 +92,11 @@ class Prompt:
     def render(
         self, *, abstract: str, title: str | None, areas: str, format_instructions: str
     ) -> list[dict[str, str]]:
-        """Build the chat messages for one abstract."""
+        """Build the chat messages for one abstract (a packing prompt: a pack of one)."""
+        if self.packs:
+            return self.render_pack(
+                [(abstract, title)], areas=areas, format_instructions=format_instructions
+            )
         clean_title = " ".join(title.split()) if title else ""
         values = {
             "title_line": f"Title: {clean_title}" if clean_title else "",
@@ -103,35 +109,28 @@ class Prompt:
         )
         # Values are spliced in, never re-scanned, so $ and {} in the abstract survive.
         user = "".join(values[part[1:]] if part[:1] == "\0" else part
-                       for part in _template(self.user, empty))  # fmt: skip
+                       for part in template_parts(self.user, empty))  # fmt: skip
         return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
 
-
-@functools.lru_cache(maxsize=64)
-def _template(user: str, empty: frozenset[str]) -> tuple[str, ...]:
-    """The user template as literal parts and "\0name" placeholders, parsed once per variant.
-
-    Lines holding only a placeholder that is empty this time are dropped (they would leave
-    stray blank lines). string.Template re-parses the template on every call, and this runs
-    for every abstract.
-    """
-    lines = [
-        line
-        for line in user.split("\n")
-        if not ((m := _LONE_PLACEHOLDER_RE.match(line)) and m.group(1) in empty)
-    ]
-    text = "\n".join(lines)
-    parts: list[str] = []
-    position = 0
-    for match in Template.pattern.finditer(text):
-        parts.append(text[position : match.start()])
-        if match.group("escaped") is not None:
-            parts.append("$")
-        else:
-            parts.append("\0" + (match.group("named") or match.group("braced")))
-        position = match.end()
-    parts.append(text[position:])
-    return tuple(part for part in parts if part)
+    def render_pack(
+        self,
+        items: Sequence[tuple[str, str | None]],
+        *,
+        areas: str,
+        format_instructions: str,
+    ) -> list[dict[str, str]]:
+        """Build the chat messages for several abstracts, (text, title) each, numbered from 1."""
+        if not self.packs:
+            raise ValueError(f"{self.ref} does not pack abstracts")
+        values = {
+            "abstracts": render_items(items),
+            "areas": areas,
+            "format_instructions": format_instructions,
+        }
+        empty = frozenset(() if format_instructions else ("format_instructions",))
+        user = "".join(values[part[1:]] if part[:1] == "\0" else part
+                       for part in template_parts(self.user, empty))  # fmt: skip
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
 
 
 def default_prompts_dir() -> Path:
@@ -170,24 +169,6 @@ def _discover(prompts_dir: Path) -> dict[str, list[tuple[int, Path]]]:
     return found
 
 
-def _validate_template(user: str, path: Path) -> None:
-    template = Template(user)
-    if not template.is_valid():
-        raise ConfigError(f"{path}: 'user' is not a valid template (a lone '$'? write '$$')")
-    unknown = set(template.get_identifiers()) - PLACEHOLDERS
-    if unknown:
-        allowed = ", ".join(f"${p}" for p in sorted(PLACEHOLDERS))
-        raise ConfigError(
-            f"{path}: unknown placeholder(s) {', '.join(sorted(unknown))} in 'user'; "
-            f"allowed: {allowed}"
-        )
-    # The fake test server (and humans reading logs) find the abstract after the last
-    # line starting with "Abstract:", so the template must end with exactly that line.
-    last_line = user.rstrip().rsplit("\n", 1)[-1]
-    if not last_line.startswith("Abstract:") or not re.search(r"\$\{?abstract\}?$", last_line):
-        raise ConfigError(f"{path}: 'user' must end with a line 'Abstract: $abstract'")
-
-
 def _parse_prompt(name: str, number: int, path: Path) -> Prompt:
     data, digest = read_toml(path)
     version = f"v{number}"
@@ -199,7 +180,10 @@ def _parse_prompt(name: str, number: int, path: Path) -> Prompt:
         )
     system = require_str(data, "system", path)
     user = require_str(data, "user", path)
-    _validate_template(user, path)
+    packs = data.get("packs", False)
+    if not isinstance(packs, bool):
+        raise ConfigError(f"{path}: 'packs' must be true or false")
+    check_template(user, path, packs=packs)
     params = data.get("params", {})
     if not isinstance(params, dict):
         raise ConfigError(f"{path}: [params] must be a table")
@@ -222,6 +206,7 @@ def _parse_prompt(name: str, number: int, path: Path) -> Prompt:
         taxonomy_version=taxonomy,
         hash=digest,
         path=path,
+        packs=packs,
     )
 
 

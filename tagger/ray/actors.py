@@ -35,6 +35,7 @@ class Limits:
     # than its requests can take): its holds are then charged (tagger.ray.budget).
     lease: float = math.inf
     flex: bool = False  # priced at flex prices (--service-tier flex)
+    prepaid: tuple[int, Usage] = (0, NO_USAGE)  # the driver's canary: requests, tokens
 
 
 class AsyncLimiter:
@@ -47,6 +48,7 @@ class AsyncLimiter:
         if limits.max_requests is not None or limits.max_cost is not None:
             budget = SpendGuard(limits.max_requests, limits.max_cost, cost_of)
         self._limiter = ClusterLimiter(limits.rpm, limits.tpm, budget, cost_of, lease=limits.lease)
+        self._limiter.prepaid(*limits.prepaid)
         self._changed: asyncio.Event | None = None
         self._endpoints = itertools.count()
 

@@ -12,9 +12,11 @@ from tagger.errors import ConfigError, UsageError
 from tagger.files.abstracts import iter_abstracts
 from tagger.options import RunOptions
 from tagger.pipeline.job import require_key
+from tagger.pipeline.packing import per_request_for
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.ray.actors import Limits, start_limiter
+from tagger.ray.canary import RayCanary
 from tagger.ray.cluster import READ_CPUS
 from tagger.ray.cluster import actor_cpus as fitted_actor_cpus
 from tagger.ray.records import abstract_record
@@ -107,6 +109,11 @@ def limits_of(config: RunConfig, prices: PriceTable | None = None) -> Limits:
     )
 
 
+def per_request(config: RunConfig, prices: PriceTable) -> int:
+    """Abstracts per request on Ray: a local run's choice (each actor packs its own records)."""
+    return per_request_for(config, RunPlan.load(config).prompt, prices)
+
+
 def tag_dataset_with(
     ds: Any,
     config: RunConfig,
@@ -119,6 +126,7 @@ def tag_dataset_with(
     skip: Iterable[str] = (),
     limiter: Any = None,
     mark_skipped: bool = False,
+    canary: RayCanary | None = None,
 ) -> Any:
     """The Dataset of output rows for `ds`'s records, under one run configuration.
 
@@ -126,7 +134,8 @@ def tag_dataset_with(
     every actor takes its permits there, so the limits hold for all of them together.
     `skip` names rows already written (skip tokens, tagger.ray.parts.done_rows): they are
     left out of the output (with `mark_skipped`, a record of status "skipped" each), and
-    nothing is asked for them.
+    nothing is asked for them. `canary`: what the driver's canary taught (every actor starts
+    with it) and the rows whose answer it kept (tagger.ray.canary).
     """
     import ray
 
@@ -135,7 +144,14 @@ def tag_dataset_with(
     plan = RunPlan.load(config)  # on the driver: a bad prompt fails here, before any actor
     if limiter is None:
         limiter = start_limiter(limits_of(config, prices))
-    settings = StageSettings.from_plan(plan, tuple(base_urls))
+    packed = per_request(config, prices or PriceTable())
+    settings = StageSettings.from_plan(
+        plan,
+        tuple(base_urls),
+        learned=canary.learned if canary else (),
+        per_request=packed,
+        canary_rows=canary.rows if canary else frozenset(),
+    )
     return ds.map_batches(
         TagStage,
         fn_constructor_kwargs={

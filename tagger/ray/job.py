@@ -7,12 +7,13 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tagger.config import RunConfig
 from tagger.files.abstracts import InputScan
+from tagger.pipeline.canary import CanaryReport
 from tagger.pipeline.job import build_manifest
 from tagger.pipeline.outcome import Status
 from tagger.pipeline.progress import LiveCounts, ProgressSink, stop_advice
@@ -21,12 +22,14 @@ from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.ray.actors import limiter_stats, start_limiter
+from tagger.ray.canary import canary_fields, count_canary, ray_canary, settle
 from tagger.ray.cluster import actor_cpus, connect, job_failure
 from tagger.ray.dataset import (
     DEFAULT_ACTOR_CPUS,
     DEFAULT_ACTORS,
     DEFAULT_BATCH_SIZE,
     limits_of,
+    per_request,
     read_abstracts,
     tag_dataset_with,
 )
@@ -84,15 +87,20 @@ def run_on_ray(
     earlier parts hold ok under the same cache key, then merge this run's rows into OUT."""
     started_at = dt.datetime.now(dt.UTC)
     started = time.monotonic()
-    plan = RunPlan.load(config)
+    RunPlan.load(config)  # a bad prompt is refused before anything is asked
     directory = own_parts_dir(output)  # before Ray starts: a planted link stops us at once
-    connect(how.address)
+    config = settle(config)  # the server's only model at defaults, then its rules
+    plan = RunPlan.load(config)
     earlier = PartsRead()
     found = find_parts([directory], earlier)
     run = run_identity(plan, scan.files, scan.count)
     # --refresh asks again for every abstract, as locally: no earlier row is kept.
     done = frozenset() if config.refresh else frozenset(done_rows(found, run, scan.count))
-    limiter = start_limiter(limits_of(config, prices))
+    # Before Ray is joined: a refusal that cannot be fixed stops here, no actor started.
+    canary = ray_canary(plan, scan, done, prices)
+    connect(how.address)
+    spent = (canary.report.requests, canary.report.usage)
+    limiter = start_limiter(replace(limits_of(config, prices), prepaid=spent))
     blocks = max(how.actors, min(math.ceil(scan.count / how.batch_size), 64 * how.actors))
     tagged = tag_dataset_with(
         read_abstracts(scan.files, scan.per_file, blocks),
@@ -105,6 +113,7 @@ def run_on_ray(
         skip=done,
         limiter=limiter,
         mark_skipped=True,
+        canary=canary,
     )
     progress.started(_Live(limiter))
     kept: dict[int, str] = {}  # position -> the skip token of the earlier row kept there
@@ -116,6 +125,7 @@ def run_on_ray(
     finally:
         writer.close()
     sent = _sent(limiter)
+    both = (sent, canary.report)
     parts = find_parts([directory])
     chosen = choose_of_run(parts, run, count=scan.count, written=writer.path, kept=kept)
     stats = RunStats()
@@ -123,7 +133,7 @@ def run_on_ray(
         chosen,
         output,
         _manifest_of(
-            config, plan, scan, output, how, prices, stats, sent, (started, started_at), run
+            config, plan, scan, output, how, prices, stats, both, (started, started_at), run
         ),
         prices=prices,
         flex=config.client.service_tier == "flex",
@@ -213,18 +223,21 @@ def _manifest_of(
     how: RayRun,
     prices: PriceTable,
     stats: RunStats,
-    sent: LimiterStats,
+    spent: tuple[LimiterStats, CanaryReport],
     when: tuple[float, dt.datetime],
     run: str,
 ) -> Callable[[MergeStats, list[Part]], dict[str, Any]]:
     """The manifest, once the merge has counted the rows: a local run's, and Ray's own fields.
 
-    `stats` is filled in here: the run's stats are the merge's counts with the cluster's."""
+    `stats` is filled in here: the run's stats are the merge's counts with the cluster's and
+    the driver's canary's."""
 
     started, started_at = when
+    sent, canary = spent
 
     def manifest(merged: MergeStats, parts: list[Part]) -> dict[str, Any]:
         _fill(stats, merged, sent, config, plan, started, prices)
+        count_canary(stats, canary, config, prices)
         if sent.stopped:
             status = "stopped"
         elif merged.missing or merged.not_run:
@@ -233,7 +246,8 @@ def _manifest_of(
             status = "complete"
         document = build_manifest(config, plan, scan, output, stats, status, started_at)
         document["base_urls"] = [public_url(url) for url in how.base_urls]
-        document["ray"] = {"address": how.address or "local", "actors": how.actors, "run": run}
+        where = {"address": how.address or "local", "actors": how.actors, "run": run}
+        document["ray"] = {**where, **canary_fields(canary)}
         document["permits"] = sent.permits  # granted, not all sent: requests counts those
         return {**document, **merge_fields(merged, parts)}
 
@@ -288,3 +302,5 @@ def _fill(
     stats.floor_cost = prices.cost(model, merged.floor_usage, flex=flex)
     stats.refused_requests = merged.not_run if sent.budget else 0  # left by the cap
     stats.usage_estimated = workers.usage_estimated
+    stats.per_request = per_request(config, prices)
+    stats.packs, stats.pack_fallbacks = workers.packs, workers.pack_fallbacks

@@ -77,6 +77,15 @@ class ClusterLimiter:
         self._learned: list[str] = []
         self._workers: dict[str, WorkerCounters] = {}
 
+    def prepaid(self, requests: int, used: Usage) -> None:
+        """Requests the driver sent before any worker (its canary): permits used and settled,
+        against the spend cap like any (tagger.ray.canary)."""
+        self._permits += requests
+        self._used += used
+        if self._budget_cap is not None:
+            self._budget_cap.sent += requests
+            self._budget_cap.used += used
+
     def count(self, worker: str, counters: WorkerCounters) -> None:
         """A worker's counts so far (they replace what it said before)."""
         if worker in self._workers or len(self._workers) < MAX_WORKERS_COUNTED:

@@ -21,7 +21,8 @@ from tagger import __version__
 from tagger.errors import UsageError
 from tagger.files.outfile import OutputFile
 from tagger.files.rows import Row
-from tagger.pricing import PriceTable, count_text_tokens
+from tagger.pipeline.summary import floor_usage
+from tagger.pricing import PriceTable
 from tagger.ray.parts import Part, PartRow, PartsRead, find_parts, read_part
 from tagger.ray.records import skip_token
 from tagger.usage import NO_USAGE, Usage
@@ -242,9 +243,12 @@ def _count(stats: MergeStats, row: Row, by_model: dict[tuple[str, bool], Usage])
     )
     stats.usage += used
     if row.ok and not row.cached and used.prompt_tokens > 0:  # paid for by this row
-        own = count_text_tokens(row.abstract) + count_text_tokens(row.title or "")
-        answer = max(0, used.completion_tokens - used.reasoning_tokens)
-        stats.floor_usage += Usage(prompt_tokens=own, completion_tokens=answer)
+        answer = {
+            "summary": row.summary,
+            "task_area": row.task_area,
+            "method_tags": row.method_tags,
+        }
+        stats.floor_usage += floor_usage(row.abstract, row.title, answer, used)
     if used != NO_USAGE:
         # Priced as a local run prices: by the model the server says answered, if it says.
         model = (row.served_model or row.model, row.batch_id is not None)

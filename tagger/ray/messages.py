@@ -92,6 +92,8 @@ class WorkerCounters:
     mode: str | None = None
     mode_fallbacks: tuple[str, ...] = ()
     usage_estimated: int = 0  # replies without a believable usage, charged the estimate
+    packs: int = 0  # requests that asked about several abstracts
+    pack_fallbacks: int = 0  # packs whose reply was unusable: each abstract asked alone
 
 
 MAX_WORKERS_COUNTED = 100_000  # more workers than any cluster runs: a bound on the table
@@ -131,6 +133,8 @@ def add_counters(counters: list[WorkerCounters]) -> WorkerCounters:
         mode=next((c.mode for c in counters if c.mode), None),
         mode_fallbacks=names(lambda c: c.mode_fallbacks),
         usage_estimated=sum(c.usage_estimated for c in counters),
+        packs=sum(c.packs for c in counters),
+        pack_fallbacks=sum(c.pack_fallbacks for c in counters),
     )
 
 

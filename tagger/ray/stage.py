@@ -11,10 +11,11 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tagger.config import RunConfig
+from tagger.config import ClientConfig, RunConfig
 from tagger.errors import BudgetExceeded, CacheWriteError, SendingStopped, TaggerError
 from tagger.files.abstracts import Abstract
 from tagger.files.rows import build_row
@@ -22,11 +23,12 @@ from tagger.pipeline.cache import AnswerCache, entry_outcome, outcome_entry
 from tagger.pipeline.commits import GroupCommit
 from tagger.pipeline.item import ItemTagger, ModeProbe
 from tagger.pipeline.outcome import Outcome, Status
+from tagger.pipeline.packing import PackingTagger
 from tagger.pipeline.progress import stop_advice
 from tagger.pipeline.request import request_rules
-from tagger.prompting.plan import RunPlan
+from tagger.prompting.plan import RunPlan, request_schema
 from tagger.prompting.prompts import Prompt
-from tagger.prompting.schema import answer_json_schema, build_answer_model
+from tagger.prompting.schema import build_answer_model
 from tagger.prompting.taxonomy import Synonyms, Taxonomy
 from tagger.ray.actors import RayLink
 from tagger.ray.gate import ClusterGate
@@ -42,6 +44,7 @@ from tagger.ray.records import (
     tagged_record,
 )
 from tagger.sending.client import LLMClient
+from tagger.sending.params import RequestRules
 from tagger.usage import NO_USAGE
 
 log = logging.getLogger(__name__)
@@ -63,22 +66,23 @@ class StageSettings:
     key_run_part: str
     base_urls: tuple[str, ...] = ()  # a fleet: each actor sends to one, round robin
     learned: tuple[str, ...] = ()  # what the driver's canary taught (tagger.sending.params)
+    per_request: int = 1  # abstracts per request: each actor packs its own records
+    # The rows whose answer the driver's canary got this run (skip tokens): in the cache, and
+    # written as this run's answers, not as cached ones (tagger.ray.canary).
+    canary_rows: frozenset[str] = frozenset()
 
     @classmethod
     def from_plan(
-        cls, plan: RunPlan, base_urls: tuple[str, ...] = (), learned: tuple[str, ...] = ()
+        cls,
+        plan: RunPlan,
+        base_urls: tuple[str, ...] = (),
+        learned: tuple[str, ...] = (),
+        per_request: int = 1,
+        canary_rows: frozenset[str] = frozenset(),
     ) -> StageSettings:
         """The parts of a plan loaded on the driver."""
-        return cls(
-            plan.config,
-            plan.prompt,
-            plan.taxonomy,
-            plan.synonyms,
-            plan.key_base,
-            plan.key_run_part,
-            base_urls,
-            learned,
-        )
+        parts = (plan.prompt, plan.taxonomy, plan.synonyms, plan.key_base, plan.key_run_part)
+        return cls(plan.config, *parts, base_urls, learned, per_request, canary_rows)
 
     def plan(self) -> RunPlan:
         """The run plan, rebuilt from its parts."""
@@ -89,10 +93,17 @@ class StageSettings:
             self.taxonomy,
             self.synonyms,
             model,
-            answer_json_schema(model),
+            request_schema(self.prompt, model),
             self.key_base,
             self.key_run_part,
         )
+
+
+def stage_rules(client: ClientConfig, plan: RunPlan, learned: Sequence[str]) -> RequestRules:
+    """What the stage sends: the family's params, what the canary taught (its bodies too), and
+    the prompt cache's routing key (the same for every actor: they share the provider's cache,
+    as a local run's requests do)."""
+    return request_rules(client, plan.prompt.params, learned, cache_key=plan.prompt_cache_key)
 
 
 class RecordTagger:
@@ -104,6 +115,8 @@ class RecordTagger:
         link: LimiterLink,
         base_url: str | None,
         learned: tuple[str, ...] = (),
+        per_request: int = 1,
+        canary_rows: frozenset[str] = frozenset(),
     ) -> None:
         config = plan.config
         client_config = config.client
@@ -111,13 +124,13 @@ class RecordTagger:
             client_config = client_config.model_copy(update={"base_url": base_url})
         self.plan = plan
         self.gate = ClusterGate(link, config.concurrency)
-        # The model family's params, what the canary's refusals taught, and the prompt cache's
-        # routing key (the same for every actor: they share the provider's cache).
-        rules = request_rules(
-            client_config, plan.prompt.params, learned, cache_key=plan.prompt_cache_key
-        )
+        rules = stage_rules(client_config, plan, learned)
         self.client = LLMClient(client_config, self.gate, rules)
-        self.tagger = ItemTagger.for_plan(plan, self.client, ModeProbe(config.mode))
+        self._canary_rows = canary_rows
+        # Packs (tagger.pipeline.packing) of the records this actor has waiting, as locally.
+        probe = ModeProbe(config.mode, warm_up=per_request > 1)
+        single = ItemTagger.for_plan(plan, self.client, probe)
+        self.tagger = PackingTagger(single, per_request, config.concurrency)
         self.cache = AnswerCache(config.cache_dir) if config.use_cache else None
         self.commits = GroupCommit(self.cache, self._cache_failed) if self.cache else None
         self._run_fields = plan.run_fields()
@@ -150,7 +163,8 @@ class RecordTagger:
                 if mark_skipped:
                     jobs.append(skipped_record(key, abstract))
                 continue
-            jobs.append(asyncio.ensure_future(self._row(abstract, key, inflight)))
+            fresh = token in self._canary_rows  # answered by the driver's canary this run
+            jobs.append(asyncio.ensure_future(self._row(abstract, key, inflight, fresh)))
         try:
             return [job if isinstance(job, dict) else await job for job in jobs]
         finally:
@@ -160,11 +174,15 @@ class RecordTagger:
             await self.gate.flush()
 
     async def _row(
-        self, abstract: Abstract, key: str, inflight: dict[str, asyncio.Future[Outcome]]
+        self,
+        abstract: Abstract,
+        key: str,
+        inflight: dict[str, asyncio.Future[Outcome]],
+        fresh: bool = False,
     ) -> dict[str, Any]:
         cache_key = key  # the row's key is the answer cache's
-        outcome = self._cached(cache_key)
-        cached = outcome is not None
+        outcome = self._cached(cache_key, fresh)
+        cached = outcome is not None and not fresh
         shared = False
         if outcome is None:
             earlier = inflight.get(cache_key)
@@ -188,10 +206,11 @@ class RecordTagger:
         )
         return tagged_record(key, row)
 
-    def _cached(self, cache_key: str) -> Outcome | None:
+    def _cached(self, cache_key: str, fresh: bool = False) -> Outcome | None:
         # --refresh asks again once per abstract and run, as a local run does; the answer it
-        # stored then serves that abstract's duplicates.
-        if self.cache is None or (self.plan.config.refresh and cache_key not in self._refreshed):
+        # stored then serves that abstract's duplicates (and the canary's is of this run).
+        refreshed = fresh or cache_key in self._refreshed
+        if self.cache is None or (self.plan.config.refresh and not refreshed):
             return None
         return entry_outcome(self.cache.get(cache_key))
 
@@ -223,7 +242,7 @@ class RecordTagger:
 
     def counters(self) -> WorkerCounters:
         """This worker's counts so far, for the run's stats."""
-        sent, mode = self.client.snapshot(), self.tagger.snapshot()
+        sent, mode, packs = self.client.snapshot(), self.tagger.snapshot(), self.tagger.counts
         return WorkerCounters(
             requests=sent.requests,
             retries=sent.retries,
@@ -236,6 +255,8 @@ class RecordTagger:
             mode=mode.mode,
             mode_fallbacks=mode.fallbacks,
             usage_estimated=sent.usage_estimated,
+            packs=packs.packs,
+            pack_fallbacks=packs.fallbacks,
         )
 
     def _cache_failed(self, exc: CacheWriteError) -> None:
@@ -277,7 +298,9 @@ class TagStage:
                 link = self._link = RayLink(self._limiter)
                 urls = self._settings.base_urls
                 url = urls[await link.endpoint(len(urls))] if urls else None
-                tagger = RecordTagger(self._plan, link, url, self._settings.learned)
+                settings = self._settings
+                tagger = RecordTagger(self._plan, link, url, settings.learned,
+                                      settings.per_request, settings.canary_rows)  # fmt: skip
                 await asyncio.to_thread(tagger.client.warm)  # before any permit is taken
                 self._tagger = tagger
         return self._tagger

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tagger.files.cells import cell_text
-from tagger.files.sheetlayout import fit_width, nice_step, print_setup
+from tagger.files.sheetlayout import bold_font, fit_width, nice_step, print_setup
 
 TOP_TAGS = 15
 HEATMAP_LOW, HEATMAP_HIGH = "FFFFFF", "F8696B"  # white → red: the more rows, the hotter
@@ -36,9 +36,7 @@ def put(sheet: Any, row: int, column: int, value: Any, *, bold: bool = False) ->
         cell.value = cell_text(str(value), xlsx=True)
         cell.data_type = "s"
     if bold:
-        from openpyxl.styles import Font
-
-        cell.font = Font(bold=True)
+        cell.font = bold_font()
 
 
 def chart_height(categories: int) -> float:

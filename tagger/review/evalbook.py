@@ -196,9 +196,10 @@ def add_confidence_sheet(book: Any, confidence: dict[str, Any], name: str = "con
     tidy(sheet, (1, start), widest=40, spanning=notes, repeat_header=False)
     from openpyxl.worksheet.pagebreak import Break
 
-    # The chart starts a page of its own: a page break never cuts it in two.
+    # The chart starts a page of its own: a page break never cuts it in two. The break is a
+    # row above it: on the break itself, its frame's top edge would print on the page before.
     chart_row = start + len(effort) + 4
-    sheet.row_breaks.append(Break(id=chart_row - 1))
+    sheet.row_breaks.append(Break(id=chart_row - 2))
     sheet.add_chart(chart, f"A{chart_row}")
 
 

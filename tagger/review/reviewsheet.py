@@ -8,15 +8,17 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tagger.errors import UsageError
+from tagger.files.cells import XLSX_CELL_CHARS, neutralise
 from tagger.files.sheetlayout import tidy
 from tagger.files.sheets import (
     SHEET_COLUMNS,
-    count_rows,
     run_row_to_sheet,
     sheet_format,
     write_sheet,
 )
 from tagger.review.charts import add_count_charts, put
+from tagger.review.counts import count_rows
 from tagger.review.gold import review_header_notes
 
 
@@ -39,6 +41,14 @@ def write_review_sheet(
     if sheet_format(path) != "xlsx":
         write_sheet(path, columns, sheet_rows, bom=bom)
         return
+    for number, row in enumerate(rows, start=1):
+        ident = neutralise(str(row.get("id") or ""))
+        if len(ident) > XLSX_CELL_CHARS:  # cut, it would match no row of the run on import
+            raise UsageError(
+                f"row {number} of the run has an id of {len(ident):,} characters, more than an "
+                f"XLSX cell holds ({XLSX_CELL_CHARS:,}): gold import could not match it; write "
+                "a .csv sheet instead, or give the abstracts shorter ids"
+            )
 
     def extend(book: Any) -> None:
         add_count_charts(book)

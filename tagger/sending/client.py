@@ -20,6 +20,7 @@ from tagger.errors import (
     RequestTimedOut,
     SendingStopped,
 )
+from tagger.logcontext import about_the_run
 from tagger.pipeline.request import build_request
 from tagger.redact import public_url, redact, safe_text
 from tagger.sending.connection import listing_not_found, never_sent, wrong_base_url_message
@@ -230,11 +231,17 @@ class LLMClient:
             raise self._final(exc, mode) from None
         raise AssertionError("unreachable: tenacity either returns or raises")
 
-    async def send_exact(self, body: dict[str, Any]) -> Reply:
-        """Send a body as it is, once: no retry, no adaptation (a batch line's live canary,
-        tagger.batch.canary). The model check comes first, as for any request."""
+    async def send_exact(
+        self, body: dict[str, Any], estimate: RequestEstimate | None = None
+    ) -> Reply:
+        """Send a body as it is, once: no retry, no adaptation (the canary before a batch or
+        Ray's actors, tagger.pipeline.canary). The model check comes first, as for any
+        request; the estimate holds its place at the spend guard and bounds its usage."""
         await self._check_model()
-        return await self._send(body, None)
+        if estimate is not None:  # as in chat(): the most it can be billed follows its limit
+            limit = body.get("max_completion_tokens", body.get("max_tokens"))
+            estimate = estimate.limited_by(limit)
+        return await self._send(body, estimate)
 
     async def _check_model(self) -> None:
         """Once per run, before the first request: is --model among the models listed, and
@@ -254,7 +261,8 @@ class LLMClient:
             raise
 
     async def _read_listing(self) -> None:
-        self.listing = await check_model(self.config)
+        with about_the_run():  # its warnings are the run's, not the first abstract's
+            self.listing = await check_model(self.config)
         listing = self.listing
         # The server lists the model as OpenAI's: its rules, though the host is not.
         owned = listing is not None and listing.openai_owned(self.config.model)

@@ -23,7 +23,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-__all__ = ["CONFIDENCE_FIELDS", "NO_CONFIDENCE", "AreaConfidence", "area_confidence"]
+__all__ = [
+    "CONFIDENCE_FIELDS",
+    "NO_CONFIDENCE",
+    "AreaConfidence",
+    "area_confidence",
+    "token_bytes_of",
+]
 
 CONFIDENCE_FIELDS = (
     "task_area_confidence",
@@ -42,6 +48,9 @@ MAX_TOKENS = 100_000
 MAX_TOKEN_BYTES = 256
 MAX_VALUE_BYTES = 1024
 MAX_ALTERNATIVES = 20  # the API's top_logprobs maximum
+# A log-probability is <= 0; a server rounding one may give a hair above. More is no
+# probability (a positive 1e308 would read as certainty, and a cascade keeps certain rows).
+_ROUNDING = 1e-4
 
 
 class AreaConfidence(NamedTuple):
@@ -87,7 +96,7 @@ def area_confidence(
     """
     if not isinstance(content, list):
         return None
-    tokens = _token_bytes_of(content)  # only the value's tokens are read further: it is fast
+    tokens = token_bytes_of(content)  # only the value's tokens are read further: it is fast
     if tokens is None:
         return None
     full = b"".join(tokens)
@@ -165,7 +174,7 @@ def _byte_offset(text: str, index: int) -> int:
     return len(text[:index].encode(*_ENCODING))
 
 
-def _token_bytes_of(content: list[Any]) -> list[bytes] | None:
+def token_bytes_of(content: list[Any]) -> list[bytes] | None:
     """The bytes of each token of a logprobs.content list (JSON), None if it is not one."""
     if not content or len(content) > MAX_TOKENS:
         return None
@@ -212,6 +221,6 @@ def _logprob(value: object) -> float | None:
         number = float(value)
     except OverflowError:  # an integer beyond any float: no probability
         return None
-    if math.isnan(number):
+    if math.isnan(number) or number > _ROUNDING:  # above 0 by more than rounding: not one
         return None
     return min(number, 0.0)  # a server's rounding can give +0.0000001

@@ -36,8 +36,9 @@ class Lifecycle:
     shutdown: dt.date | None
     deprecated: dt.date | None = None
     successor: str | None = None
-    source: str = ""
+    source: str = ""  # OpenAI's page the facts are from
     as_of: str = ""
+    read: str = ""  # how they were read: the page itself, a mirror of it, the API description
 
     def is_deprecated(self, today: dt.date) -> bool:
         """Announced for retirement (or with a shutdown day set), and not yet shut down."""
@@ -84,6 +85,7 @@ def parse_lifecycles(data: dict[str, Any]) -> dict[str, Lifecycle]:
             successor=raw.get("successor"),
             source=str(raw.get("source", "")),
             as_of=str(raw.get("as_of", "")),
+            read=str(raw.get("read", "")),
         )
     return rows
 

@@ -34,6 +34,7 @@ __all__ = [
     "names_deployments",
     "offered",
     "only_model",
+    "settled_model",
     "with_only_model",
 ]
 log = logging.getLogger(__name__)
@@ -224,6 +225,18 @@ async def with_only_model(config: RunConfig) -> RunConfig:
                 where)  # fmt: skip
     client = config.client.model_copy(update={"model": chosen})
     return config.model_copy(update={"client": client, "choose_model": False})
+
+
+async def settled_model(config: RunConfig) -> RunConfig:
+    """For a driver that judges the model once, before anything of the run starts (a batch
+    job, Ray's driver): the server's only model at defaults; a model the server does not list,
+    or one shut down, stops here (FatalAPIError); one it lists as OpenAI's gets OpenAI's rules."""
+    config = await with_only_model(config)
+    listing = await check_model(config.client)
+    if listing is not None and listing.openai_owned(config.client.model):
+        client = config.client.model_copy(update={"openai_server": True})
+        config = config.model_copy(update={"client": client})
+    return config
 
 
 def _key_refused(where: str, status: int) -> FatalAPIError:

@@ -1,0 +1,175 @@
+"""The dry run: what a run would send and cost, computed without sending anything.
+
+The requests are grouped as the run sends them: the first abstract alone (the mode probe's
+request, paying its prompt in full), the rest `per_request` to a request (tagger.pipeline.
+packing), each estimated by the run's estimator (tagger.pipeline.estimate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from tagger.config import Mode, RunConfig
+from tagger.defaults import is_local_url
+from tagger.files.abstracts import Abstract, InputScan
+from tagger.pipeline.cache import AnswerCache
+from tagger.pipeline.estimate import RequestEstimator, RunEstimate
+from tagger.pipeline.item import ModeProbe
+from tagger.pipeline.pack import pack_params
+from tagger.pipeline.packing import per_request_for
+from tagger.pipeline.request import render_messages, render_pack, request_rules
+from tagger.pricing import PriceTable, count_text_tokens
+from tagger.prompting.plan import RunPlan
+from tagger.usage import NO_USAGE, Usage
+
+__all__ = ["DryRunReport", "dry_run", "price_note"]
+
+
+@dataclass(frozen=True)
+class DryRunReport:
+    """What a run would do, computed without sending anything."""
+
+    items: int
+    unique: int
+    cached: int
+    first_messages: list[dict[str, str]]
+    usage: Usage  # estimated
+    cost: float | None
+    model: str = ""
+    price_row: str | None = None  # the prices row the cost came from (None: not priced)
+    price_note: str = ""  # that row's date and source, or the closest priced names
+    service_tier: str = "default"
+    request_rules: str = ""  # how the prompt's [params] go to this model
+    uncached_cost: float | None = None  # the same requests if the provider caches nothing
+    floor_cost: float | None = None  # the abstracts' own tokens and the answers' alone
+    floor: Usage = NO_USAGE
+    fixed_tokens: int = 0  # tokens the same in every request (the cacheable part)
+    cache_note: str = ""  # how the provider's prompt cache enters the estimate
+    per_request: int = 1  # abstracts per request (--per-request)
+    requests: int = 0  # chat requests expected, none repeated
+
+
+def dry_run(
+    config: RunConfig, scan: InputScan, prices: PriceTable, *, senders: int = 1
+) -> DryRunReport:
+    """Count, render the first prompt and estimate tokens and cost; no key, no request.
+
+    `senders`: processes sending at once, each starting with a request that finds nothing in
+    the provider's prompt cache (a Ray run's actors)."""
+    plan = RunPlan.load(config)
+    per_request = per_request_for(config, plan.prompt, prices)
+    cache = AnswerCache.open_existing(config.cache_dir) if config.use_cache else None
+    mode = config.mode or ModeProbe(None).mode
+    rules = request_rules(config.client, plan.prompt.params, cache_key=plan.prompt_cache_key)
+    model = config.client.model
+    estimator = RequestEstimator(plan, rules, prices.cache_rule(model))
+    total = RunEstimate(senders)
+    first: list[dict[str, str]] = []
+    asked = _Asked(plan, cache)
+    try:
+        for group in _requests(asked.abstracts(scan), per_request):
+            items = [(abstract.text, abstract.title) for abstract in group]
+            if len(items) == 1:
+                text, title = items[0]
+                messages = render_messages(
+                    plan.prompt, plan.taxonomy, plan.schema, text, title, mode
+                )
+            else:
+                messages = render_pack(plan.prompt, plan.taxonomy, plan.schema, items, mode)
+            first = first or messages
+            params = pack_params(plan.prompt.params, len(items))
+            own = sum(count_text_tokens(t) + count_text_tokens(title or "") for t, title in items)
+            total.add(estimator.estimate(messages, params, mode, answers=len(items)), own)
+    finally:
+        if cache is not None:
+            cache.close()
+    tier = config.client.service_tier or "default"
+    flex = tier == "flex"
+    usage = total.usage
+    uncached = Usage(usage.prompt_tokens, usage.completion_tokens, 0, usage.reasoning_tokens)
+    return DryRunReport(
+        items=scan.count,
+        unique=scan.unique,
+        cached=asked.cached,
+        first_messages=first,
+        usage=usage,
+        cost=prices.cost(model, usage, flex=flex),
+        model=model,
+        price_row=prices.entry(model),
+        price_note=price_note(prices, model),
+        service_tier=tier,
+        request_rules=rules.describe(),
+        uncached_cost=prices.cost(model, uncached, flex=flex),
+        floor_cost=prices.cost(model, total.floor, flex=flex),
+        floor=total.floor,
+        fixed_tokens=estimator.fixed_tokens(mode),
+        cache_note=_cache_note(estimator, mode, prices, config, senders),
+        per_request=per_request,
+        requests=total.requests,
+    )
+
+
+class _Asked:
+    """The abstracts a run would ask about: each distinct one once, none the cache answers."""
+
+    def __init__(self, plan: RunPlan, cache: AnswerCache | None) -> None:
+        self.plan = plan
+        self.cache = cache
+        self.cached = 0
+
+    def abstracts(self, scan: InputScan) -> Iterator[Abstract]:
+        seen: set[str] = set()
+        for abstract in scan.abstracts():
+            key = self.plan.item_key(abstract)  # de-duplicated as the runner and the cache do
+            if key in seen:
+                continue
+            seen.add(key)
+            if self.cache is not None and self.cache.get(key) is not None:
+                self.cached += 1
+                continue
+            yield abstract
+
+
+def _requests(abstracts: Iterator[Abstract], per_request: int) -> Iterator[list[Abstract]]:
+    """The abstracts as the run sends them: the first alone, then per_request at a time."""
+    group: list[Abstract] = []
+    alone = True
+    for abstract in abstracts:
+        group.append(abstract)
+        if alone or len(group) == per_request:
+            yield group
+            group, alone = [], False
+    if group:
+        yield group
+
+
+def _cache_note(
+    estimator: RequestEstimator, mode: Mode, prices: PriceTable, config: RunConfig, senders: int
+) -> str:
+    """How the provider's prompt cache enters the estimate, in one line."""
+    fixed = estimator.fixed_tokens(mode)
+    if estimator.cache is None:
+        if is_local_url(config.client.effective_base_url):
+            return "a local server: nothing is billed"
+        if prices.price(config.client.model) is None:
+            return f"{fixed:,} tokens are the same in every request; the model is not priced"
+        return f"no cached-input price for this model: all {fixed:,} fixed tokens at input price"
+    hit = estimator.cached_tokens(mode)
+    if hit == 0:
+        return (
+            f"{fixed:,} tokens are the same in every request, under the "
+            f"{estimator.cache.min_tokens:,} the provider caches: none cached"
+        )
+    first = (
+        "the first request" if senders <= 1 else f"the first request of each of {senders} actors"
+    )
+    return (
+        f"{fixed:,} tokens are the same in every request; {hit:,} of them billed as cached "
+        f"after {first} (the provider does not promise hits: at most the uncached cost)"
+    )
+
+
+def price_note(prices: PriceTable, model: str) -> str:
+    """Where a model's price comes from, or which priced names are closest to it."""
+    return prices.note(model)
