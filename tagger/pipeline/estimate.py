@@ -115,6 +115,7 @@ class RunEstimate:
         self.requests = 0
         self.floor = Usage()  # the abstracts' own tokens and the answers': the least possible
         self.senders = max(1, senders)
+        self.first = Usage()  # the first request's (a batch's canary, sent live)
 
     def add(self, estimate: RequestEstimate, own_tokens: int) -> None:
         """Count one request; `own_tokens`: its abstract's (and title's) own tokens."""
@@ -122,6 +123,8 @@ class RunEstimate:
         if self.requests < self.senders:  # nothing is in the cache before the first answer
             expected = Usage(expected.prompt_tokens, expected.completion_tokens, 0,
                              expected.reasoning_tokens)  # fmt: skip
+        if self.requests == 0:
+            self.first = expected
         self.usage += expected
         self.floor += Usage(own_tokens, expected.completion_tokens - expected.reasoning_tokens)
         self.requests += 1
