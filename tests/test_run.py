@@ -78,7 +78,8 @@ def test_seeds_end_to_end(tagger_cli: TaggerCLI) -> None:
         assert row["status"] == "ok" and row["error"] is None, row
         assert row["cached"] is False
         assert row["model"] == defaults.MODEL
-        assert (row["prompt"], row["prompt_version"]) == ("tag", "v3")
+        # A local server gets one abstract per request, so the default that asks about one.
+        assert (row["prompt"], row["prompt_version"]) == ("tag", "v2")
         assert re.fullmatch(r"[0-9a-f]{12}", str(row["prompt_hash"]))
         assert row["taxonomy_version"] == "v1"
         assert row["venue"] == "NeurIPS"
@@ -102,7 +103,7 @@ def test_seeds_end_to_end(tagger_cli: TaggerCLI) -> None:
     assert manifest["status"] == "complete"
     assert manifest["model"] == defaults.MODEL
     assert manifest["base_url"] == tagger_cli.fake.base_url
-    assert manifest["prompt"] == "tag@v3"
+    assert manifest["prompt"] == "tag@v2"
     assert manifest["prompt_hash"] == rows[0]["prompt_hash"]
     assert (manifest["input_count"], manifest["items"], manifest["ok"]) == (57, 57, 57)
     assert (manifest["failed"], manifest["cached"], manifest["requests"]) == (0, 0, 57)

@@ -71,7 +71,7 @@ async def run_batch_job(
     """
     assert config.batch is not None
     check_batch_options(config)
-    RunPlan.load(config)  # a bad prompt is refused before anything is asked
+    RunPlan.load(config, prices)  # a bad prompt is refused before anything is asked
     target = OutputFile(output, scan.files) if output is not None and writer is None else None
     try:
         config = await settled_model(config)
@@ -81,7 +81,7 @@ async def run_batch_job(
             target.release()
         raise
     assert config.batch is not None
-    plan = RunPlan.load(config)
+    plan = RunPlan.load(config, prices)
     cache = AnswerCache(config.cache_dir)
     api = BatchAPI(config.client)
     try:

@@ -219,8 +219,13 @@ def list_prompts(prompts_dir: Path) -> list[Prompt]:
     ]
 
 
-def load_prompt(prompts_dir: Path, ref: str | None) -> Prompt:
-    """Load a prompt by "name@vN", "name@N", "name" (newest) or None (newest default)."""
+def load_prompt(prompts_dir: Path, ref: str | None, *, packs: bool | None = None) -> Prompt:
+    """Load a prompt by "name@vN", "name@N", "name" (newest) or None (the default prompt).
+
+    The default prompt is the newest version of `tag` (or of the only prompt there is); with
+    `packs` given, the newest of those versions whose `packs` is the same (a run that sends
+    one abstract per request gets a prompt that asks about one), else the newest.
+    """
     found = _discover(prompts_dir)
     if not found:
         raise ConfigError(f"no prompts found in {prompts_dir} (expected <name>/v1.toml)")
@@ -232,8 +237,7 @@ def load_prompt(prompts_dir: Path, ref: str | None) -> Prompt:
             name = next(iter(found))
         else:
             raise ConfigError(f"several prompts exist; choose one with --prompt: {available}")
-        number, path = found[name][-1]
-        return _parse_prompt(name, number, path)
+        return _newest(name, found[name], packs)
     name, sep, version = ref.strip().partition("@")
     files = dict(found.get(name, []))
     wanted = version_number(version) if sep else max(files, default=None)
@@ -242,3 +246,15 @@ def load_prompt(prompts_dir: Path, ref: str | None) -> Prompt:
             f"unknown prompt {ref.strip()!r}; available: {available} (see `tagger prompts`)"
         )
     return _parse_prompt(name, wanted, files[wanted])
+
+
+def _newest(name: str, files: list[tuple[int, Path]], packs: bool | None) -> Prompt:
+    """The newest of a prompt's versions whose `packs` is `packs` (None: any), else the newest."""
+    newest = _parse_prompt(name, *files[-1])
+    if packs is None or newest.packs == packs:
+        return newest
+    for number, path in reversed(files[:-1]):
+        prompt = _parse_prompt(name, number, path)
+        if prompt.packs == packs:
+            return prompt
+    return newest
