@@ -62,6 +62,20 @@ def test_the_default_prompt_follows_whether_the_run_packs(
         assert prompt.packs == (per_request_for(config, prompt, PRICES) > 1)
 
 
+def test_a_price_file_moves_the_prompt_and_the_pack_size_together() -> None:
+    from tagger.pricing import Price
+
+    uncached = PriceTable({"gpt-5.4-nano": Price(input=0.2, output=1.25)})  # no cached price
+    claimed = PriceTable({"my-model": Price(input=1, output=2, cached_input=0.1)})
+    for table, model, packs in ((uncached, "gpt-5.4-nano", 1), (claimed, "my-model", 8)):
+        config = _config(None, model)
+        prompt = run_prompt(config, table)
+        assert (prompt.ref, per_request_for(config, prompt, table)) == (
+            "tag@v3" if packs > 1 else "tag@v2",
+            packs,
+        )
+
+
 def test_a_cascade_chooses_one_prompt_for_both_stages() -> None:
     from tagger.cascade.stages import stage_config
 
@@ -176,3 +190,22 @@ def test_per_request_on_a_local_server_packs_with_the_default_that_packs(
     assert sizes == [1, 4, 4]  # the probe alone, then packs
     pinned = cli.run("--per-request", 4, "--prompt", "tag@v2", inputs=[cli.small_input(9)])
     assert pinned.exit_code == 2 and "tag@v2 asks about one abstract" in pinned.output
+
+
+@pytest.mark.parametrize("planted", ["fifo", "huge"])
+def test_a_planted_older_version_is_refused_not_waited_on(tmp_path: Path, planted: str) -> None:
+    import os
+
+    from tagger.prompting.prompts import MAX_TOML_BYTES
+
+    directory = _prompts_dir(tmp_path, {1: False, 2: True})
+    older = directory / "tag" / "v1.toml"  # read only when a run sends one abstract a request
+    older.unlink()
+    if planted == "fifo":
+        os.mkfifo(older)  # a blocking read would wait for a writer forever
+    else:
+        older.write_bytes(b"#" * (MAX_TOML_BYTES + 1))
+    assert load_prompt(directory, None, packs=True).version == "v2"
+    says = "not a regular file" if planted == "fifo" else "over 4 MiB"
+    with pytest.raises(ConfigError, match=rf"v1\.toml: {says}"):
+        run_prompt(_config(LOCAL).model_copy(update={"prompts_dir": directory}), PRICES)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from tagger.prompting.templates import check_template, template_parts
 # Directories under prompts/ that hold data the prompts use, not prompts.
 RESERVED_DIRS = frozenset({"taxonomy", "synonyms"})
 DEFAULT_PROMPT_NAME = "tag"
+MAX_TOML_BYTES = 4 << 20  # a prompt, taxonomy or synonyms file is kilobytes
 
 _VERSION_RE = re.compile(r"^v?(\d+)$", re.IGNORECASE)
 
@@ -31,9 +33,16 @@ def version_number(version: str) -> int | None:
 def read_toml(path: Path) -> tuple[dict[str, Any], str]:
     """Parse a TOML file; return its data and the first 12 hex of its sha256."""
     try:
-        raw = path.read_bytes()
+        # Non-blocking: a FIFO named v2.toml opens at once (then is refused), never hangs.
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise ConfigError(f"{path}: not a regular file: replace it with a TOML file")
+        raw = handle.read(MAX_TOML_BYTES + 1)
+    if len(raw) > MAX_TOML_BYTES:
+        raise ConfigError(f"{path}: over {MAX_TOML_BYTES >> 20} MiB: not a prompt or table file")
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
