@@ -209,3 +209,51 @@ def test_rows_ray_never_returned_are_not_run_rows_and_a_stage_reads_only_its_pos
     assert [row.index for row in rows.rows] == list(range(2, 20))
     assert all(row.error == "not run: Ray returned no row for it" for row in rows.rows)
     assert stats.not_run == 18
+
+
+def test_a_killed_runs_spool_folder_is_removed_by_the_next_cascade_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tagger.cascade.spool import _machine
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    dead, here = int(gone.stdout), _machine()  # a process that has ended: its folder is litter
+    stale = tmp_path / f"tagger-cascade-{dead}-{here}-abc_1"
+    stale.mkdir(mode=0o700)
+    (stale / "cheap.jsonl").write_text("{}\n")
+    (stale / "out").symlink_to(tmp_path / "victim")  # a link inside is removed, not followed
+    kept = {
+        "running": tmp_path / f"tagger-cascade-{os.getpid()}-{here}-def",  # a run going on
+        "elsewhere": tmp_path / f"tagger-cascade-{dead}-0badf00d-ghi",  # another machine's run
+        "old form": tmp_path / f"tagger-cascade-{dead}",  # not named by a run of ours
+        "not a pid": tmp_path / f"tagger-cascade-x{dead}-{here}-jkl",
+        "neighbour": tmp_path / f"tagger-cascade-{dead}-{here}-mno",  # another user's
+    }
+    for path in kept.values():
+        path.mkdir()
+    try:
+        os.chown(kept["neighbour"], 65534, 65534)  # as root (CI's containers): another owner
+    except PermissionError:  # not root: no folder of another user can be made here
+        kept.pop("neighbour").rmdir()
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("mine")
+    link = tmp_path / f"tagger-cascade-{dead}-{here}-link"  # planted: a link is never followed
+    link.symlink_to(victim)
+    plain = tmp_path / f"tagger-cascade-{dead}-{here}-file"
+    plain.write_text("not a folder")
+    folder = SpoolFolder(tmp_path)
+    try:
+        assert not stale.exists()
+        assert all(path.is_dir() for path in kept.values())
+        assert link.is_symlink() and plain.read_text() == "not a folder"
+        assert (victim / "keep.txt").read_text() == "mine"
+        assert folder.path.name.startswith(f"tagger-cascade-{os.getpid()}-{here}-")
+    finally:
+        folder.close()
+    assert not folder.path.exists()

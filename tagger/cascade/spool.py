@@ -10,9 +10,13 @@ The stage's tallies (rows, answered, tokens by price) are kept as rows pass.
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import os
+import re
 import shutil
+import socket
+import stat
 import tempfile
 from array import array
 from collections.abc import Iterator
@@ -24,19 +28,26 @@ from tagger.errors import OutputError
 from tagger.files.rows import ROW_FIELDS, Row
 from tagger.usage import NO_USAGE, Usage
 
-__all__ = ["RowSpool", "SpoolFolder", "row_of_json"]
+__all__ = ["RowSpool", "SpoolFolder", "remove_stale", "row_of_json"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _ROW_FIELDS = frozenset(ROW_FIELDS)
+_PREFIX = "tagger-cascade-"
+_STALE_NAME = re.compile(r"tagger-cascade-(?P<pid>[0-9]{1,9})-(?P<machine>[0-9a-f]{8})-[a-z0-9_]+")
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 class SpoolFolder:
     """A fresh private folder for a run's spools, removed by close() (TMPDIR decides where:
-    a run of 200 M abstracts needs room there for a copy of its rows)."""
+    a run of 200 M abstracts needs room there for a copy of its rows). It is named for the
+    process and its machine: the folders of runs that were killed (SIGKILL runs no cleanup)
+    are removed by the next cascade of the same user on the same machine."""
 
-    def __init__(self) -> None:
-        self.path = Path(tempfile.mkdtemp(prefix="tagger-cascade-"))  # mode 0700
+    def __init__(self, parent: Path | None = None) -> None:
+        where = Path(parent) if parent is not None else Path(tempfile.gettempdir())
+        remove_stale(where)
+        prefix = f"{_PREFIX}{os.getpid()}-{_machine()}-"
+        self.path = Path(tempfile.mkdtemp(prefix=prefix, dir=where))  # mode 0700
         self._spools: list[RowSpool] = []
 
     def spool(self, name: str, rows: int) -> RowSpool:
@@ -50,6 +61,51 @@ class SpoolFolder:
         for spool in self._spools:
             spool.close()
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def remove_stale(where: Path) -> int:
+    """Remove the spool folders killed runs left in `where`: only real folders (never a link),
+    the user's own, named by a run of this machine (a TMPDIR shared between machines holds
+    runs whose process ids mean nothing here) whose process no longer runs. How many."""
+    if not hasattr(os, "getuid"):  # no owners to check (Windows): leave them
+        return 0
+    try:
+        entries = list(os.scandir(where))
+    except OSError:
+        return 0
+    machine = _machine()
+    removed = 0
+    for entry in entries:
+        name = _STALE_NAME.fullmatch(entry.name)
+        if name is None or name["machine"] != machine or _alive(int(name["pid"])):
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid():
+            shutil.rmtree(entry.path, ignore_errors=True)  # by descriptors: links not followed
+            removed += 1
+    return removed
+
+
+def _machine() -> str:
+    """A short fixed-form tag of this machine's name (a name may hold any character)."""
+    name = socket.gethostname().encode("utf-8", "surrogateescape")
+    return hashlib.blake2s(name, digest_size=4).hexdigest()
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process runs under this id (anything unclear counts as running)."""
+    if not 0 < pid < 2**22:  # above Linux's largest process id: not a pid
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process, or no permission to ask: it runs
+        return True
+    return True
 
 
 class RowSpool:
