@@ -173,13 +173,11 @@ def test_default_mode_sends_strict_json_schema(tagger_cli: TaggerCLI) -> None:
         rf = _response_format(request)
         assert isinstance(rf, dict) and rf["type"] == "json_schema"
         assert rf["json_schema"]["strict"] is True
-        # The default prompt packs: an array of numbered answers (a pack of one here).
-        root = rf["json_schema"]["schema"]
-        assert root["additionalProperties"] is False and root["required"] == ["answers"]
-        schema = root["properties"]["answers"]["items"]
+        # One abstract per request (a local server): the default prompt asks for one answer.
+        schema = rf["json_schema"]["schema"]
         assert schema["properties"]["task_area"]["enum"] == list(taxonomy_ids())
         assert schema["additionalProperties"] is False
-        assert set(schema["required"]) == {"id", *ANSWER_FIELDS}
+        assert set(schema["required"]) == set(ANSWER_FIELDS)
         # The server enforces the schema: the prompt does not repeat it.
         assert "JSON schema" not in first_user_message(request.body or {})
         # The default model (gpt-5 family) takes the prompt's max_tokens under its own name.
