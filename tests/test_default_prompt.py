@@ -62,6 +62,16 @@ def test_the_default_prompt_follows_whether_the_run_packs(
         assert prompt.packs == (per_request_for(config, prompt, PRICES) > 1)
 
 
+def test_a_local_server_serving_an_openai_name_still_gets_one_abstract_a_request() -> None:
+    # A server that lists the model as OpenAI's gets OpenAI's rules, not OpenAI's pack size:
+    # nothing is billed there, so the plain prompt a small model follows.
+    config = _config(LOCAL).model_copy(
+        update={"client": ClientConfig(model="gpt-5.4-nano", base_url=LOCAL, openai_server=True)}
+    )
+    prompt = run_prompt(config, PRICES)
+    assert (prompt.ref, per_request_for(config, prompt, PRICES)) == ("tag@v2", 1)
+
+
 def test_a_price_file_moves_the_prompt_and_the_pack_size_together() -> None:
     from tagger.pricing import Price
 
@@ -155,7 +165,7 @@ def one_model(fake_server: StartFake) -> FakeLLM:
 
 
 def test_a_one_model_local_server_at_defaults_gets_one_plain_abstract_per_request(
-    one_model: FakeLLM, cli_env: Path, tmp_path: Path
+    one_model: FakeLLM, cli_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cli = TaggerCLI(one_model, tmp_path)
     inputs = [cli.small_input(6)]
@@ -177,6 +187,11 @@ def test_a_one_model_local_server_at_defaults_gets_one_plain_abstract_per_reques
     dry = cli.run("--dry-run", inputs=inputs)
     assert dry.exit_code == 0, dry.output
     assert "tag@v2" in dry.output
+    # TAGGER_PROMPT is --prompt: it wins over the default.
+    monkeypatch.setenv("TAGGER_PROMPT", "tag@v1")
+    pinned = cli.run(inputs=[cli.small_input(1)])
+    assert pinned.exit_code == 0, pinned.output
+    assert [r["prompt_version"] for r in cli.rows()] == ["v1"]
 
 
 def test_per_request_on_a_local_server_packs_with_the_default_that_packs(
