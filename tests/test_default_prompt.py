@@ -42,8 +42,9 @@ def _config(url: str | None = None, model: str = "gpt-5.4-nano", **given: Any) -
         (None, "unpriced-model-x", {}, "tag@v2"),  # no cached-input price: one per request
         (None, "gpt-5.4-nano", {"per_request": 1}, "tag@v2"),
         (LOCAL, "gpt-5.4-nano", {"per_request": 4}, "tag@v3"),
-        (None, "gpt-5.4-nano", {"batch": BatchConfig()}, "tag@v2"),  # a line asks about one
-        (None, "gpt-5.4-nano", {"batch": BatchConfig(), "per_request": 4}, "tag@v3"),
+        (None, "gpt-5.4-nano", {"batch": BatchConfig()}, "tag@v3"),  # 8 abstracts a line
+        (None, "gpt-5.4-nano", {"batch": BatchConfig(), "per_request": 1}, "tag@v2"),
+        (LOCAL, "gpt-5.4-nano", {"batch": BatchConfig()}, "tag@v2"),
         (None, "gpt-5.4-nano", {"prompt_ref": "tag@v1"}, "tag@v1"),  # --prompt always wins
         (LOCAL, "gpt-5.4-nano", {"prompt_ref": "tag@v3"}, "tag@v3"),
         (None, "gpt-5.4-nano", {"prompt_ref": "tag-compact@v1"}, "tag-compact@v1"),
@@ -58,7 +59,7 @@ def test_the_default_prompt_follows_whether_the_run_packs(
     prompt = run_prompt(config, PRICES)
     assert prompt.ref == expected
     assert RunPlan.load(config, PRICES).prompt.ref == expected  # what every driver loads
-    if "prompt_ref" not in given and "batch" not in given:  # it packs exactly when the run does
+    if "prompt_ref" not in given:  # it packs exactly when the run does
         assert prompt.packs == (per_request_for(config, prompt, PRICES) > 1)
 
 
@@ -100,17 +101,19 @@ def test_a_cascade_chooses_one_prompt_for_both_stages() -> None:
     assert prompts(LOCAL, "gpt-5.4-nano", "gpt-5.4-mini") == {"tag@v2"}
 
 
-def test_a_batch_cascades_live_sample_asks_under_the_batches_prompt() -> None:
+@pytest.mark.parametrize("url", [None, LOCAL])
+def test_a_batch_cascades_live_sample_asks_under_the_batches_prompt(url: str | None) -> None:
     from tagger.cascade.stages import stage_config
     from tagger.prompting.plan import with_prompt_pinned
 
-    cascade = CascadeConfig(cheap="gpt-5.4-nano", strong="gpt-5.4-mini", target=0.9)
-    config = _config(None, cascade=cascade, batch=BatchConfig())
+    cascade = CascadeConfig(cheap="gpt-5.4-nano", strong="unpriced-model-x", target=0.9)
+    config = _config(url, cascade=cascade, batch=BatchConfig())
     pinned = with_prompt_pinned(config, PRICES)  # as tagger.cascade.job runs it
-    for given, expected in ((config, {"tag@v2", "tag@v3"}), (pinned, {"tag@v2"})):
-        batched = stage_config(given, "gpt-5.4-mini", [])
+    assert pinned.prompt_ref == run_prompt(config, PRICES).ref
+    for model in (cascade.cheap, cascade.strong):
+        batched = stage_config(pinned, model, [])
         sample = batched.model_copy(update={"batch": None})  # the sample goes live
-        assert {run_prompt(stage, PRICES).ref for stage in (batched, sample)} == expected
+        assert {run_prompt(stage, PRICES).ref for stage in (batched, sample)} == {pinned.prompt_ref}
 
 
 def _prompts_dir(tmp_path: Path, versions: dict[int, bool]) -> Path:

@@ -81,9 +81,9 @@ def print_dry_run(console: Console, report: DryRunReport) -> None:
     if report.prompt:
         table.add_row("prompt", cell(report.prompt))
     if report.per_request > 1:
+        first = "batch lines, the first sent live as a test" if report.batch else "the first alone"
         table.add_row(
-            "requests",
-            f"{report.requests} (up to {report.per_request} abstracts each; the first alone)",
+            "requests", f"{report.requests} (up to {report.per_request} abstracts each; {first})"
         )
     tokens = f"{report.usage.prompt_tokens} in"
     if report.usage.cached_input_tokens:
@@ -159,7 +159,7 @@ def print_prompts(
         "shorter prompt is the faster one (tag-compact@v1). Without --prompt, a run that "
         "sends several abstracts per request (OpenAI's API for a model billed a cached-input "
         "price, --per-request 2 or more) uses "
-        "the default that packs; one that sends one (a local or other server, --batch, "
+        "the default that packs; one that sends one (a local or other server, "
         "--per-request 1) uses the default that asks about one abstract, which small "
         "models follow.",
         highlight=False,

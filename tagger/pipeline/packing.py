@@ -29,7 +29,7 @@ from tagger.pipeline.item import ItemTagger, ProbeSnapshot
 from tagger.pipeline.outcome import Outcome
 from tagger.pipeline.pack import own_prompt_tokens, pack_params, split_pack
 from tagger.pipeline.packshare import share_usage
-from tagger.pipeline.policy import Action, Failure, ItemState
+from tagger.pipeline.policy import Action, ItemState
 from tagger.pipeline.request import render_pack
 from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
@@ -75,14 +75,14 @@ class PackCounts:
 
 
 def per_request_for(config: RunConfig, prompt: Prompt, prices: PriceTable) -> int:
-    """Abstracts per request: what the run wants (tagger.prompting.plan.wanted_per_request:
-    --per-request, else several where the provider bills prompt caching) when the prompt
-    packs, else 1.
+    """Abstracts per request (a batch's per line, alike): what the run wants
+    (tagger.prompting.plan.wanted_per_request: --per-request, else several where the
+    provider bills prompt caching) when the prompt packs, else 1.
 
     ConfigError for more than one with a prompt that asks about one abstract per request.
     """
     given = config.per_request
-    if config.batch is None and given is not None and given > 1 and not prompt.packs:
+    if given is not None and given > 1 and not prompt.packs:
         can = [p for p in list_prompts(config.prompts_dir) if p.packs]
         # The same prompt's newest version that packs, else the default prompt's, else any.
         can.sort(key=lambda p: (p.name == prompt.name, p.name == DEFAULT_PROMPT_NAME))
@@ -268,12 +268,11 @@ class PackingTagger:
         own = own_prompt_tokens([(waiting.text, waiting.title) for waiting in taken])
         shares = share_usage(reply.usage if reply is not None else NO_USAGE, own, [0] * len(own))
         for waiting, usage in zip(taken, shares, strict=True):
-            state = ItemState(attempts=sent, usage=usage)
-            if not self.single.policy.can_send(state):
-                decision = self.single.policy.on_failure(state, Failure(reason, retryable=False))
-                _settle(waiting, Outcome(error=decision.reason, usage=state.usage))
+            decision = self.single.policy.on_unusable_pack(ItemState(attempts=sent), usage, reason)
+            if decision.action is Action.FAIL:
+                _settle(waiting, Outcome(error=decision.reason, usage=decision.state.usage))
                 continue
-            self._start(self._alone(waiting, state))
+            self._start(self._alone(waiting, decision.state))
 
 
 def _settle(waiting: _Waiting, result: Outcome | BaseException) -> None:

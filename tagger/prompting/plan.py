@@ -68,12 +68,9 @@ class RunPlan:
 
 
 def wanted_per_request(config: RunConfig, prices: PriceTable, model: str | None = None) -> int:
-    """Abstracts per request the run sends if its prompt packs: one in a batch (a Batch API
-    line asks about one), --per-request if given, else what tagger.defaults chooses for the
-    server and `model` (the run's): 8 on OpenAI's API for a model billed a cached-input
-    price, else 1."""
-    if config.batch is not None:
-        return 1
+    """Abstracts per request (or --batch line) the run sends if its prompt packs:
+    --per-request if given, else what tagger.defaults chooses for the server and `model`
+    (the run's): 8 on OpenAI's API for a model billed a cached-input price, else 1."""
     if config.per_request is not None:
         return config.per_request
     billed = prices.cache_rule(model or config.client.model) is not None
@@ -81,14 +78,9 @@ def wanted_per_request(config: RunConfig, prices: PriceTable, model: str | None 
 
 
 def packs_by_default(config: RunConfig, prices: PriceTable) -> bool:
-    """Whether a run without --prompt gets a prompt that packs: when --per-request asks for
-    several abstracts per request, or the run would send several without it (not a batch:
-    its lines ask about one each). A cascade's stages share one prompt (one cache key, one
-    pinned --prompt to rerun): it packs if either stage would."""
-    if config.per_request is not None:
-        return config.per_request > 1
-    if config.batch is not None:
-        return False
+    """Whether a run without --prompt gets a prompt that packs: when it would send several
+    abstracts per request or --batch line. A cascade's stages share one prompt (one cache
+    key, one pinned --prompt to rerun): it packs if either stage would."""
     cascade = config.cascade
     models = [cascade.cheap, cascade.strong] if cascade is not None else [config.client.model]
     return any(wanted_per_request(config, prices, model) > 1 for model in models)
