@@ -111,7 +111,7 @@ def limits_of(config: RunConfig, prices: PriceTable | None = None) -> Limits:
 
 def per_request(config: RunConfig, prices: PriceTable) -> int:
     """Abstracts per request on Ray: a local run's choice (each actor packs its own records)."""
-    return per_request_for(config, RunPlan.load(config).prompt, prices)
+    return per_request_for(config, RunPlan.load(config, prices).prompt, prices)
 
 
 def tag_dataset_with(
@@ -141,10 +141,11 @@ def tag_dataset_with(
 
     # The actors open the cache by this path, from their own working directory.
     config = config.model_copy(update={"cache_dir": config.cache_dir.resolve()})
-    plan = RunPlan.load(config)  # on the driver: a bad prompt fails here, before any actor
+    table = prices or PriceTable()
+    plan = RunPlan.load(config, table)  # on the driver: a bad prompt fails here, before any actor
     if limiter is None:
         limiter = start_limiter(limits_of(config, prices))
-    packed = per_request(config, prices or PriceTable())
+    packed = per_request(config, table)
     settings = StageSettings.from_plan(
         plan,
         tuple(base_urls),
