@@ -164,7 +164,7 @@ def test_ray_actors_send_the_run_s_prompt_cache_key_and_are_estimated_so(tmp_pat
     config = RunOptions(
         model=MODEL, prompts_dir=PROMPTS_DIR, api_key=TEST_KEY, no_cache=True
     ).config()  # the official API: nothing is sent here
-    plan = RunPlan.load(config)
+    plan = RunPlan.load(config, PriceTable())
     actor = RecordTagger(plan, AsyncLimiter(Limits()), None)
     assert actor.client.rules.cache_key == plan.prompt_cache_key is not None
     # The same estimator as a local run, and each actor's first request pays in full.
