@@ -127,7 +127,7 @@ class Cluster:
             "import ray, sys; ray.init(address=sys.argv[1], logging_level='ERROR'); "
             "print(sum(1 for n in ray.nodes() if n['Alive']))"
         )
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + 300  # a loaded machine starts nodes slowly
         while time.monotonic() < deadline:
             done = subprocess.run(
                 [sys.executable, "-c", check, self.address],
@@ -140,6 +140,11 @@ class Cluster:
                 print(f"cluster at {self.address}: {alive[0]} nodes", flush=True)
                 return
             time.sleep(2)
+        for n in range(nodes):  # why not: each node's last lines (its folder goes at the end)
+            log = self.temp.parent / f"node{n}.log"
+            if log.exists():
+                tail = log.read_text(errors="replace").splitlines()[-5:]
+                print(f"node {n}:", *tail, sep="\n  ", flush=True)
         raise RuntimeError(f"the cluster did not reach {nodes} nodes")
 
     def stop(self) -> None:
