@@ -36,8 +36,9 @@ from tests.harness import taxonomy_ids
 DEFAULT_SETUPS = (
     "tag@v2:1:live,tag-compact@v2:1:live,tag@v3:1:live,tag@v3:4:live,tag@v3:8:live,"
     "tag@v3:16:live,tag-compact@v3:8:live,tag@v3:8:flex,tag-compact@v3:8:flex,"
-    "tag@v3:8:batch,tag@v3:16:batch,tag-compact@v3:8:batch,tag-compact@v3:16:batch,"
-    "tag@v3:1:batch,tag-compact@v3:1:batch,tag@v2:1:batch,tag-compact@v2:1:batch"
+    "tag-compact@v3:16:flex,tag@v3:8:batch,tag@v3:16:batch,tag-compact@v3:8:batch,"
+    "tag-compact@v3:16:batch,tag@v3:1:batch,tag-compact@v3:1:batch,tag@v2:1:batch,"
+    "tag-compact@v2:1:batch"
 )
 
 

@@ -38,6 +38,7 @@ class DryRunReport:
     usage: Usage  # estimated
     cost: float | None
     model: str = ""
+    prompt: str = ""  # the prompt's name@version (without --prompt: the default for the run)
     price_row: str | None = None  # the prices row the cost came from (None: not priced)
     price_note: str = ""  # that row's date and source, or the closest priced names
     service_tier: str = "default"
@@ -54,16 +55,21 @@ class DryRunReport:
     batch_cost: float | None = None
 
 
-def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunReport:
-    """Count, render the first prompt and estimate tokens and cost; no key, no request."""
-    plan = RunPlan.load(config)
+def dry_run(
+    config: RunConfig, scan: InputScan, prices: PriceTable, *, senders: int = 1
+) -> DryRunReport:
+    """Count, render the first prompt and estimate tokens and cost; no key, no request.
+
+    `senders`: processes sending at once, each starting with a request that finds nothing in
+    the provider's prompt cache (a Ray run's actors)."""
+    plan = RunPlan.load(config, prices)
     per_request = per_request_for(config, plan.prompt, prices)
     cache = AnswerCache.open_existing(config.cache_dir) if config.use_cache else None
     mode = config.mode or ModeProbe(None).mode
     rules = request_rules(config.client, plan.prompt.params, plan=plan)
     model = config.client.model
     estimator = RequestEstimator(plan, rules, prices.cache_rule(model))
-    total = RunEstimate()
+    total = RunEstimate(senders)
     first: list[dict[str, str]] = []
     asked = _Asked(plan, cache)
     try:
@@ -112,6 +118,7 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
         usage=usage,
         cost=prices.cost(model, usage, flex=flex),
         model=model,
+        prompt=plan.prompt.ref,
         price_row=prices.entry(model),
         price_note=price_note(prices, model),
         service_tier=tier,
@@ -120,7 +127,7 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
         floor_cost=prices.cost(model, total.floor, flex=flex),
         floor=total.floor,
         fixed_tokens=estimator.fixed_tokens(mode),
-        cache_note=_cache_note(estimator, mode, prices, config),
+        cache_note=_cache_note(estimator, mode, prices, config, senders),
         per_request=per_request,
         requests=total.requests,
         batch=config.batch is not None,
@@ -166,7 +173,7 @@ def _requests(
 
 
 def _cache_note(
-    estimator: RequestEstimator, mode: Mode, prices: PriceTable, config: RunConfig
+    estimator: RequestEstimator, mode: Mode, prices: PriceTable, config: RunConfig, senders: int
 ) -> str:
     """How the provider's prompt cache enters the estimate, in one line."""
     fixed = estimator.fixed_tokens(mode)
@@ -188,15 +195,18 @@ def _cache_note(
             f"{fixed:,} tokens are the same in every request, under the "
             f"{estimator.cache.min_tokens:,} the provider caches: none cached"
         )
+    first = (
+        "the first request" if senders <= 1 else f"the first request of each of {senders} actors"
+    )
     if estimator.cache.breakpoints:
         return (
             f"{fixed:,} tokens are the same in every request, marked for the provider's cache: "
-            "written once by the first request at the cache-write price, read by the later "
-            "ones as cached (the provider does not promise hits)"
+            f"written by {first} at the cache-write price, read by the later ones as cached "
+            "(the provider does not promise hits)"
         )
     return (
         f"{fixed:,} tokens are the same in every request; {hit:,} of them billed as cached "
-        "after the first request (the provider does not promise hits: at most the uncached cost)"
+        f"after {first} (the provider does not promise hits: at most the uncached cost)"
     )
 
 
