@@ -44,7 +44,7 @@ def tagger_fake(fake_server: StartFake) -> FakeLLM:
 
 def _plan(model: str = MODEL, **options: Any) -> RunPlan:
     config = RunOptions(model=model, prompts_dir=PROMPTS_DIR, api_key=TEST_KEY, **options).config()
-    return RunPlan.load(config)
+    return RunPlan.load(config, PriceTable())
 
 
 def _body(model: str, text: str = "An abstract.") -> dict[str, Any]:

@@ -201,7 +201,8 @@ def _cache_note(
     if estimator.cache.breakpoints:
         return (
             f"{fixed:,} tokens are the same in every request, marked for the provider's cache: "
-            f"written by {first} at the cache-write price, read by the later ones as cached "
+            f"written {'once ' if senders <= 1 else ''}by {first} at the cache-write price, "
+            "read by the later ones as cached "
             "(the provider does not promise hits)"
         )
     return (
