@@ -241,8 +241,10 @@ class RunOptions(BaseModel):
                 "--cascade decides by the cheap model's confidence (its logprobs): "
                 "drop --no-logprobs"
             )
-        if self.ray:
-            raise UsageError("--cascade does not run on Ray yet: drop --ray (live or --batch)")
+        if self.ray and self.batch:
+            raise UsageError(
+                "--cascade runs its stages on Ray or through the Batch API: drop --ray or --batch"
+            )
         if self.detach:
             raise UsageError(
                 "--cascade waits between its stages: drop --detach (--batch alone waits)"

@@ -136,6 +136,12 @@ def test_eval_and_compare_split_a_cascade_by_the_model_that_answered() -> None:
         for row in run
     ]
     assert "by_model" not in evaluate(plain, gold, None)  # one model: the report as it was
+    from tagger.review.counts import count_rows
+
+    counts = {(kind, name): n for kind, name, n in count_rows(run)}  # export's counts sheet
+    assert counts[("model", CHEAP_MODEL)] == counts[("model", STRONG_MODEL)] == 2
+    assert counts[("cascade_role", "kept")] == 2 and counts[("cascade_role", "sampled")] == 1
+    assert not any(kind == "model" for kind, _, _ in count_rows(plain))
     split = compare_runs(plain, run, None)["by_model"]
     assert {(e["model_b"], e["compared"], e["area_changed"]) for e in split} == {
         (CHEAP_MODEL, 2, 0),
@@ -150,7 +156,7 @@ def test_a_batch_cascade_sends_the_cheap_stage_and_the_escalated_rows_as_batches
     fake.skills = {CHEAP_MODEL: CHEAP, STRONG_MODEL: STRONG}
     fake.batches.auto_after = 1
     inputs = write_inputs(tmp_path / "in.jsonl", 100)
-    args = ("--cascade", f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "0.8", "--batch")
+    args = ("--cascade", f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "0.95", "--batch")
     result = tagger_cli.run(*args, "--batch-poll", "0.01", inputs=[inputs.path])
     assert result.exit_code == 0, result.output
     rows = tagger_cli.rows()
@@ -196,7 +202,7 @@ def roles_count(rows: list[dict[str, object]], role: str) -> int:
         ((f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "1"), "--target"),
         ((f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "0.9", "--delta", "0"), "--delta"),
         ((f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "0.9", "--no-logprobs"), "--no-logprobs"),
-        ((f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "0.9", "--ray"), "--ray"),
+        ((f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "0.9", "--ray", "--batch"), "--ray or"),
         ((f"gpt-5-mini,{STRONG_MODEL}", "--target", "0.9"), "takes no logprobs"),
     ],
 )

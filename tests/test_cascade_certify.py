@@ -8,10 +8,11 @@ import random
 import pytest
 
 from tagger.cascade import CascadeDecision, CascadeTarget, Certifier
-from tagger.cascade.certify import candidate_thresholds, error_budget
-from tagger.cascade.hypergeom import lower_tail
+from tagger.cascade.certify import error_budget
+from tagger.cascade.hypergeom import allowed_disagreements, least_sample, lower_tail
 from tagger.cascade.order import SeededOrder
-from tests.cascadesim import Population, agreement, population, run_cascade
+from tagger.cascade.scores import NO_SCORE, Scores, score_code
+from tests.cascadesim import Population, agreement, coverage, population, run_cascade
 
 
 def _brute_tail(x: int, population: int, marked: int, draws: int) -> float:
@@ -82,20 +83,39 @@ def _drive(confidences: list[float | None], agrees: list[bool], target: float = 
     return certifier
 
 
+def _kept(decision: CascadeDecision) -> frozenset[int]:
+    return frozenset(decision.kept_rows())
+
+
+def _escalated(decision: CascadeDecision) -> frozenset[int]:
+    return frozenset(decision.escalated_rows())
+
+
 def test_rows_are_kept_escalated_or_sampled_exactly_once() -> None:
     world = population(3000, seed=5)
     decision = run_cascade(world, CascadeTarget(0.95, 0.05, seed=2))
-    parts = (decision.keep, decision.escalate, decision.sampled)
+    parts = (_kept(decision), _escalated(decision), decision.sampled)
     assert sum(map(len, parts)) == 3000
     assert frozenset().union(*parts) == frozenset(range(3000))
+    assert (len(parts[0]), len(parts[1])) == (decision.kept, decision.escalated)
+    assert all(decision.role(i) == "kept" for i in parts[0])
+    assert all(decision.role(i) == "escalated" for i in parts[1])
+    assert all(decision.role(i) == "sampled" for i in parts[2])
     assert decision.threshold is not None
-    assert all(world.confidences[i] >= decision.threshold for i in decision.keep)  # type: ignore[operator]
-    assert decision.strong_calls == len(decision.sampled) + len(decision.escalate)
+    assert all(world.confidences[i] >= decision.threshold for i in parts[0])  # type: ignore[operator]
+    assert not any(world.confidences[i] >= decision.threshold for i in parts[1])  # type: ignore[operator]
+    assert decision.strong_calls == len(decision.sampled) + decision.escalated
     assert "95%" in decision.certificate and "3,000 rows" in decision.certificate
     assert decision.certificate_for("gpt-5.4-mini").startswith(
         "task_area agrees with gpt-5.4-mini on >= 95% of 3,000 rows with probability >= 95%"
     )
     assert decision.figures["sample_size"] == len(decision.sampled)
+    # The threshold sits just above the (allowed + 1)-th sampled disagreement from the top.
+    allowed = decision.allowed_disagreements
+    wrong = sorted(world.confidences[i] for i in decision.sampled if not world.agrees[i])[::-1]
+    assert 0 <= allowed < len(wrong)
+    assert wrong[allowed] < decision.threshold  # type: ignore[operator]
+    assert sum(c >= decision.threshold for c in wrong) <= allowed  # type: ignore[operator]
 
 
 def test_the_same_seed_draws_the_same_sample_so_a_resumed_run_reuses_its_labels() -> None:
@@ -128,22 +148,23 @@ def test_unrecorded_rows_come_back_and_labels_are_checked() -> None:
     assert certifier.decision().sampled == frozenset(batch)
 
 
-def test_rows_without_a_usable_confidence_are_never_kept() -> None:
+def test_rows_without_a_usable_confidence_are_never_kept_nor_sampled() -> None:
     world = population(2000, seed=4)
     junk: list[object] = [None, math.nan, math.inf, -0.1, 1.5, "0.9", True]
     confidences = [junk[i % 7] if i % 3 == 0 else c for i, c in enumerate(world.confidences)]
     certifier = _drive(confidences, world.agrees)  # type: ignore[arg-type]
     decision = certifier.decision()
-    assert decision.keep and not any(i % 3 == 0 for i in decision.keep)
+    assert decision.kept and not any(i % 3 == 0 for i in decision.kept_rows())
     assert not any(i % 3 == 0 for i in decision.sampled)
+    assert all(decision.role(i) == "escalated" for i in range(0, 2000, 3))
 
 
 def test_no_confidence_at_all_escalates_everything_without_a_sample() -> None:
     certifier = _drive([None] * 50, [True] * 50)
     assert certifier.scored_rows == 0  # the drivers refuse such a cascade before paying
     decision = certifier.decision()
-    assert decision.threshold is None and not decision.keep and not decision.sampled
-    assert decision.escalate == frozenset(range(50))
+    assert decision.threshold is None and not decision.kept and not decision.sampled
+    assert _escalated(decision) == frozenset(range(50))
     assert "no cheap answer kept" in decision.certificate
 
 
@@ -151,11 +172,12 @@ def test_tiny_populations() -> None:
     empty = _drive([], []).decision()
     assert empty.rows == 0 and empty.escalated_share == 0.0
     one = _drive([0.99], [True]).decision()
-    assert one.keep | one.escalate | one.sampled == frozenset({0})
-    assert not one.keep  # one row allows no disagreement: it cannot be kept unsampled
-    # Fewer rows than the planned sample: every row is sampled, none is kept blind.
+    assert _kept(one) | _escalated(one) | one.sampled == frozenset({0})
+    assert not one.kept  # one row allows no disagreement: it cannot be kept unsampled
+    # 20 rows at 0.95 allow one disagreement: one row may be kept blind, never more unless a
+    # sample of 15 or more (the least that certifies anything here) saw no disagreement.
     few = _drive([0.9] * 20, [True] * 20).decision()
-    assert few.sampled == frozenset(range(20)) and not few.keep
+    assert few.kept <= 1 or (len(few.sampled) >= 15 and few.sampled_disagreements == 0)
 
 
 def test_ties_are_kept_or_escalated_together() -> None:
@@ -163,36 +185,85 @@ def test_ties_are_kept_or_escalated_together() -> None:
     agrees = [i % 50 != 0 for i in range(1500)] + [i % 3 != 0 for i in range(1500)]
     decision = _drive(confidences, agrees, target=0.9).decision()
     assert decision.threshold == 0.8
-    assert decision.keep == frozenset(range(1500)) - decision.sampled
+    assert _kept(decision) == frozenset(range(1500)) - decision.sampled
 
 
-def test_thresholds_are_the_confidences_at_most_a_bounded_number() -> None:
-    assert candidate_thresholds([0.1, 0.5, 0.5, 0.9]) == [0.9, 0.5, 0.1]
-    rng = random.Random(0)
-    many = sorted(rng.random() for _ in range(50_000))
-    picked = candidate_thresholds(many)
-    assert 1000 < len(picked) <= 2000 and picked == sorted(picked, reverse=True)
-    assert picked[0] == many[-1] and picked[-1] == many[0]
+def _brute_certifies(allowed: int, scored: int, budget: int, sample: int, delta: float) -> bool:
+    marked = budget + 1 + allowed
+    return _brute_tail(allowed, scored, marked, sample) <= delta
+
+
+def test_the_allowed_disagreements_are_the_most_the_exact_tail_lets_through() -> None:
+    for scored, budget, sample, delta in [(60, 5, 30, 0.05), (200, 20, 80, 0.1), (90, 9, 9, 0.05)]:
+        allowed = allowed_disagreements(scored, budget, sample, delta)
+        brute = max(
+            (c for c in range(sample + 1) if budget + 1 + c <= scored
+             and _brute_certifies(c, scored, budget, sample, delta)),
+            default=-1,
+        )  # fmt: skip
+        assert allowed == brute
+        if allowed >= 0:
+            least = least_sample(allowed, scored, budget, delta)
+            assert least is not None and least <= sample
+            assert _brute_certifies(allowed, scored, budget, least, delta)
+            assert not _brute_certifies(allowed, scored, budget, least - 1, delta)
+    assert allowed_disagreements(100, 10, 0, 0.05) == -1  # no sample: nothing certified
+    assert least_sample(0, 10, 10, 0.05) is None  # more allowed errors than rows
+
+
+def test_scores_are_two_bytes_a_row_and_find_the_scored_rows_by_rank() -> None:
+    rng = random.Random(3)
+    values: list[object] = [rng.choice([None, rng.random(), math.nan, 2.0]) for _ in range(10_000)]
+    scores = Scores.of(values)
+    assert scores.codes().itemsize == 2 and scores.rows == 10_000
+    expected = [i for i, v in enumerate(values) if score_code(v) != NO_SCORE]
+    assert scores.scored == len(expected) and sum(scores.counts) == len(expected)
+    assert [scores.scored_row(r) for r in range(0, len(expected), 37)] == expected[::37]
+    assert scores.scored_row(len(expected) - 1) == expected[-1]
+    with pytest.raises(IndexError):
+        scores.scored_row(len(expected))
+    with pytest.raises(RuntimeError, match="frozen"):
+        scores.set(0, 0.5)
+    again = Scores(3)  # rows may come in any order, and a row twice (a block Ray ran twice)
+    for index, value in ((2, 0.5), (0, 0.9), (2, None), (2, 0.7)):
+        again.set(index, value)
+    assert (again.scored, list(again.codes())) == (2, [9000, NO_SCORE, 7000])
+    assert [score_code(v) for v in (0.95285, 0.0, 1.0, -0.0, 1e-9)] == [9528, 0, 10_000, 0, 0]
+    assert {score_code(v) for v in (None, math.nan, -1e-9, 1.0001, "1", True, 10**400)} == {
+        NO_SCORE
+    }
 
 
 @pytest.mark.parametrize("target", [0.90, 0.95, 0.99])
-def test_the_target_is_met_in_at_least_one_minus_delta_of_simulated_runs(target: float) -> None:
-    # delta 0.2 makes misses common enough to be counted in 60 runs: a method that kept too
-    # much would miss in far more than 12 of them.
-    runs, delta, misses = 60, 0.2, 0
-    for run in range(runs):
-        world = population(2000, seed=run, accuracy=0.85)
-        decision = run_cascade(world, CascadeTarget(target, delta, seed=run))
-        misses += agreement(world, decision) < target
-    assert misses <= runs * delta
+@pytest.mark.parametrize(("rows", "samples"), [(2000, 150), (20_000, 40)])
+def test_the_target_is_met_in_at_least_one_minus_delta_of_simulated_runs(
+    target: float, rows: int, samples: int
+) -> None:
+    # Three corpora (hidden difficulty, overconfident and noisy scores), many samples each, at
+    # the delta users get. The method spends its delta (a miss is as likely as the exact tail
+    # its cutoff stands on, just under delta), so the count is checked as a binomial: a method
+    # with twice the miss rate fails here.
+    delta = 0.05
+    result = coverage(rows, target, delta=delta, populations=3, samples=samples)
+    assert result.bound <= result.runs * delta
+    assert result.allows(delta), result
+    assert result.misses <= result.bound + 3 * math.sqrt(result.bound), result
 
 
 def test_an_informative_cheap_model_right_on_85_percent_escalates_at_most_half() -> None:
+    # The criterion at 2,000 rows (one corpus varies from ~37% to ~59%: the mean of
+    # ten), and at 20,000 rows on one corpus.
+    shares = []
+    for run in range(10):
+        world = population(2000, seed=run, accuracy=0.85)
+        decision = run_cascade(world, CascadeTarget(0.95, 0.05, seed=run))
+        shares.append(decision.escalated_share)
+    assert sum(shares) / len(shares) <= 0.5
     world = population(20_000, seed=0, accuracy=0.85)
     assert 0.84 < world.cheap_accuracy < 0.86
     decision = run_cascade(world, CascadeTarget(0.95, 0.05, seed=0))
     assert agreement(world, decision) >= 0.95
-    assert decision.escalated_share <= 0.5
+    assert decision.escalated_share <= 0.42
 
 
 def test_numpy_scalars_and_huge_integers_are_read_as_numbers_or_refused() -> None:
@@ -205,35 +276,39 @@ def test_numpy_scalars_and_huge_integers_are_read_as_numbers_or_refused() -> Non
 
 def test_a_sample_that_disagrees_everywhere_keeps_only_what_the_budget_allows_blind() -> None:
     world = population(2000, seed=3)
-    certifier = Certifier(world.confidences, CascadeTarget(0.95, 0.05, seed=0))
-    while batch := certifier.next_sample():
-        certifier.record(dict.fromkeys(batch, False))
-    decision = certifier.decision()
-    # Even if every kept row disagreed, at most the budget (100 rows) would: still certified.
-    assert len(decision.keep) + len(decision.sampled & _at_or_above(world, decision)) <= 100
 
-
-def _at_or_above(world: Population, decision: CascadeDecision) -> frozenset[int]:
-    if decision.threshold is None:
-        return frozenset()
-    return frozenset(
-        i for i, s in enumerate(world.confidences) if s is not None and s >= decision.threshold
-    )
-
-
-def test_where_the_null_is_barely_true_it_is_rejected_in_at_most_delta_of_runs() -> None:
-    # 400 rows at one confidence, 41 of them wrong: one more than 0.9 allows. Keeping them is
-    # a miss; the exact test does it in at most delta of the samples (here ~16% for 20%).
-    rows, wrong, delta, runs = 400, 41, 0.2, 300
-    agrees = [i >= wrong for i in range(rows)]
-    confidences: list[float | None] = [0.9] * rows
-    kept_runs = 0
-    for seed in range(runs):
-        certifier = Certifier(confidences, CascadeTarget(0.9, delta, seed), sample_size=100)
+    def kept_when(agrees: bool) -> int:
+        certifier = Certifier(world.confidences, CascadeTarget(0.95, 0.05, seed=0))
         while batch := certifier.next_sample():
-            certifier.record({i: agrees[i] for i in batch})
-        kept_runs += bool(certifier.decision().keep)
-    assert 0 < kept_runs <= runs * delta + 2 * math.sqrt(runs * delta * (1 - delta))
+            certifier.record(dict.fromkeys(batch, agrees))
+        return certifier.decision().kept
+
+    # Even if every kept row disagreed, at most the budget (100 rows) would: still certified.
+    assert kept_when(False) <= 100 < 1500 < kept_when(True)
+
+
+def test_where_a_miss_is_likeliest_it_happens_as_often_as_the_exact_tail_says() -> None:
+    # The worst case of the bound: the cheap model is wrong on exactly its most confident rows
+    # (a score that misleads). Keeping too much is then a miss exactly when the first
+    # budget + 1 + allowed rows hold at most `allowed` sampled rows, a chance the exact tail
+    # gives: the simulated rate must match it, and stay within delta. A method allowing one
+    # more disagreement (or counting the wrong population) misses far more often.
+    rows, delta, runs, sample = 400, 0.2, 400, 100
+    budget = error_budget(rows, 0.9)
+    confidences: list[float | None] = [round(1 - i / rows, 4) for i in range(rows)]
+    agrees = [i >= 150 for i in range(rows)]  # the 150 most confident rows are wrong
+    allowed = allowed_disagreements(rows, budget, sample, delta)
+    exact = lower_tail(allowed, rows, budget + 1 + allowed, sample)
+    looser = lower_tail(allowed + 1, rows, budget + 2 + allowed, sample)
+    assert exact <= delta < looser
+    misses = 0
+    for seed in range(runs):
+        world = Population(confidences, agrees)
+        decision = run_cascade(world, CascadeTarget(0.9, delta, seed), sample_size=sample)
+        misses += agreement(world, decision) < 0.9
+    spread = 3 * math.sqrt(runs * exact * (1 - exact))
+    assert abs(misses - runs * exact) <= spread, (misses, runs * exact)
+    assert misses < runs * looser - 3 * math.sqrt(runs * looser * (1 - looser))
 
 
 def test_a_tiny_delta_plans_and_decides() -> None:
@@ -247,7 +322,9 @@ def test_a_few_scored_rows_among_many_are_sampled_without_walking_them_all() -> 
     confidences: list[float | None] = [None] * 300_000
     confidences[17], confidences[250_000] = 0.9, 0.8
     certifier = Certifier(confidences, CascadeTarget(0.95))
-    assert certifier.scored_rows == 2 and certifier.next_sample() == [17, 250_000]
+    assert certifier.scored_rows == 2 and certifier.next_sample() == []
+    decision = certifier.decision()  # two rows are within the budget even if both disagree
+    assert list(decision.kept_rows()) == [17, 250_000] and decision.escalated == 299_998
 
 
 def test_hypergeometric_tail_of_a_large_sample_does_not_underflow() -> None:

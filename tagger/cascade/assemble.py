@@ -2,43 +2,84 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from dataclasses import replace
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tagger.cascade.stagerows import strong_rows
 from tagger.cascade.stages import CascadeResult, StageRun
 from tagger.files.rows import Row
 from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
 from tagger.usage import NO_USAGE, Usage
 
-__all__ = ["cascade_manifest", "cascade_rows", "cascade_stats", "cascade_summary"]
+__all__ = ["RowTally", "cascade_manifest", "cascade_rows", "cascade_stats", "cascade_summary"]
 
 _UNDECIDED = (
     "the cascade stopped before it decided this row ({why}); "
     "rerun the same command to finish (the answers so far are cached)"
 )
+_MAX_REASONS = 1000  # distinct failure reasons counted (the summary shows the top three)
 
 
-def cascade_rows(result: CascadeResult, count: int) -> Iterator[Row]:
+@dataclass
+class RowTally:
+    """What the run's stats and manifest say about the rows, counted as they are written."""
+
+    items: int = 0
+    ok: int = 0
+    failed: int = 0
+    not_run: int = 0
+    cached: int = 0
+    escalated: int = 0
+    unanswered: int = 0  # rows the strong model should have answered and did not
+    served_models: set[str] = field(default_factory=set)
+    reasons: Counter[str] = field(default_factory=Counter)
+
+    def add(self, row: Row) -> None:
+        self.items += 1
+        self.ok += row.ok
+        not_run = _not_run(row)
+        self.not_run += not_run
+        self.failed += not row.ok and not not_run
+        self.cached += row.cached
+        self.escalated += row.cascade_role == "escalated"
+        self.unanswered += row.cascade_role not in (None, "kept") and not row.ok
+        if row.served_model and len(self.served_models) < _MAX_REASONS:
+            self.served_models.add(row.served_model)
+        if not row.ok and not not_run:
+            reason = " ".join((row.error or "").split())[:200]
+            if reason in self.reasons or len(self.reasons) < _MAX_REASONS:
+                self.reasons[reason] += 1
+
+
+def cascade_rows(result: CascadeResult) -> Iterator[Row]:
     """Every row in input order: the cheap answer where the decision keeps it, the strong one
-    on sampled and escalated rows; a row the cascade could not finish says why."""
+    on sampled and escalated rows; a row the cascade could not finish says why. Read from the
+    stages' spools as they are written: no stage's rows are held."""
     decision = result.decision
     why = result.stop_reason or "stopped"
-    for index in range(count):
-        cheap = result.cheap[index]
+    strong = strong_rows(result.sample, result.escalated)
+    pending = next(strong, None)
+    for cheap in result.cheap.spool.rows():
+        index = cheap.index
+        while pending is not None and pending.index < index:
+            pending = next(strong, None)
+        answer = pending if pending is not None and pending.index == index else None
+        if answer is not None and _not_run(answer):
+            answer = None  # the stage stopped first: as if not asked
         role: str | None = None
         if decision is None:  # stopped before the threshold was known: nothing is decided
             fields = cheap.fields() | _failed(_UNDECIDED.format(why=why), not_run=True)
-        elif index in decision.keep and index not in decision.sampled and cheap.ok:
+        elif decision.role(index) == "kept" and cheap.ok:
             role, fields = "kept", cheap.fields()
         else:
             role = "sampled" if index in decision.sampled else "escalated"
-            strong = result.strong.get(index)
-            if strong is not None:
-                fields = strong.fields()
-            elif index in result.strong_errors:  # the strong model failed on it: say so
-                fields = cheap.fields() | _failed(result.strong_errors[index])
+            if answer is not None and answer.ok:
+                fields = answer.fields()
+            elif answer is not None:  # the strong model failed on it: say so
+                fields = cheap.fields() | _failed(answer.error or "failed")
                 fields["model"] = result.cascade.strong
             else:
                 fields = cheap.fields() | _failed(_UNDECIDED.format(why=why), not_run=True)
@@ -62,18 +103,18 @@ def _failed(reason: str, *, not_run: bool = False) -> dict[str, Any]:
     }
 
 
-def cascade_stats(result: CascadeResult, rows: list[Row]) -> RunStats:
+def cascade_stats(result: CascadeResult, tally: RowTally) -> RunStats:
     """The run's stats: the stages' counts and spend added up, the rows' counts as written."""
     stages = [run.stats for run in result.stages]
     first = stages[0]
     costs = [stats.cost for stats in stages]
-    total = replace(
+    return replace(
         first,
-        items=len(rows),
-        ok=sum(row.ok for row in rows),
-        failed=sum(not row.ok and not _not_run(row) for row in rows),
-        not_run=sum(_not_run(row) for row in rows),
-        cached=sum(row.cached for row in rows),
+        items=tally.items,
+        ok=tally.ok,
+        failed=tally.failed,
+        not_run=tally.not_run,
+        cached=tally.cached,
         requests=sum(stats.requests for stats in stages),
         retries=sum(stats.retries for stats in stages),
         repairs=sum(stats.repairs for stats in stages),
@@ -83,46 +124,29 @@ def cascade_stats(result: CascadeResult, rows: list[Row]) -> RunStats:
         stop_reason=result.stop_reason,
         stop_advice=next((s.stop_advice for s in stages if s.stop_advice), None),
         interrupted=result.interrupted,
-        served_models=sorted({row.served_model for row in rows if row.served_model}),
+        served_models=sorted(tally.served_models),
         service_tiers=sorted({t for stats in stages for t in stats.service_tiers}),
         adaptations=[a for stats in stages for a in stats.adaptations],
-        top_errors=_top_errors(rows),
+        top_errors=[
+            {"reason": reason, "count": count} for reason, count in tally.reasons.most_common(3)
+        ],
         kept_output=None,
     )
-    return total
 
 
 def _not_run(row: Row) -> bool:
     return not row.ok and (row.error or "").startswith("not run: ")
 
 
-def _top_errors(rows: list[Row]) -> list[dict[str, object]]:
-    from collections import Counter
-
-    reasons = Counter(
-        " ".join((row.error or "").split())[:200]
-        for row in rows
-        if not row.ok and not _not_run(row)
-    )
-    return [{"reason": reason, "count": count} for reason, count in reasons.most_common(3)]
-
-
-def _cost(prices: PriceTable, model: str, rows: Iterable[Row], flex: bool) -> float | None:
-    """What these rows' answers cost, each at the price it was asked at (Batch API or live)."""
-    batch, live = NO_USAGE, NO_USAGE
-    for row in rows:
-        usage = Usage.from_fields(row.fields())
-        if row.batch_id is not None:
-            batch += usage
-        else:
-            live += usage
+def _cost(prices: PriceTable, model: str, live: Usage, batch: Usage, flex: bool) -> float | None:
+    """What these tokens cost, each at the price it was asked at (Batch API or live)."""
     batch_cost = prices.cost(model, batch, batch=True) if batch != NO_USAGE else 0.0
     live_cost = prices.cost(model, live, flex=flex) if live != NO_USAGE else 0.0
     return None if batch_cost is None or live_cost is None else batch_cost + live_cost
 
 
 def cascade_manifest(
-    result: CascadeResult, rows: list[Row], prices: PriceTable, flex: bool = False
+    result: CascadeResult, tally: RowTally, prices: PriceTable, flex: bool = False
 ) -> dict[str, Any]:
     """The manifest's `cascade` object: the goal, the decision, its certificate and its cost.
 
@@ -131,19 +155,25 @@ def cascade_manifest(
     the all-strong cost scales the strong model's cost per row to every row.
     """
     cascade, decision = result.cascade, result.decision
-    count = len(rows)
-    strong_rows = list(result.strong.values())
-    cheap_cost = _cost(prices, cascade.cheap, result.cheap.values(), flex)
-    strong_cost = _cost(prices, cascade.strong, strong_rows, flex)
+    count = tally.items
+    cheap = result.cheap.spool
+    cheap_cost = _cost(prices, cascade.cheap, cheap.live_usage, cheap.batch_usage, flex)
+    live, batch, answered = NO_USAGE, NO_USAGE, 0
+    escalated = result.escalated
+    for index, row in result.sample.items():
+        if row.ok and (escalated is None or not escalated.has(index)):
+            answered += 1
+            usage = Usage.from_fields(row.fields())
+            live, batch = (live + usage, batch) if row.batch_id is None else (live, batch + usage)
+    if escalated is not None:
+        live, batch = live + escalated.live_usage, batch + escalated.batch_usage
+        answered += escalated.answered
+    strong_cost = _cost(prices, cascade.strong, live, batch, flex)
     cost = None if cheap_cost is None or strong_cost is None else cheap_cost + strong_cost
     all_strong = None
-    if strong_cost is not None and strong_rows:
-        all_strong = strong_cost / len(strong_rows) * count
-    sampled = len(decision.sampled) if decision is not None else len(result.strong)
-    escalated = sum(row.cascade_role == "escalated" for row in rows)
-    # Rows the strong model should have answered and did not: the certificate assumes they
-    # carry its answer, so it holds only once a rerun has answered them.
-    unanswered = sum(row.cascade_role not in (None, "kept") and not row.ok for row in rows)
+    if strong_cost is not None and answered:
+        all_strong = strong_cost / answered * count
+    sampled = len(decision.sampled) if decision is not None else len(result.sample)
     return {
         "cheap_model": cascade.cheap,
         "strong_model": cascade.strong,
@@ -153,17 +183,20 @@ def cascade_manifest(
         "decided": decision is not None,
         "threshold": decision.threshold if decision is not None else None,
         "sample_size": sampled,
-        "escalated": escalated,
-        "escalated_share": round(escalated / count, 6) if count and decision else None,
-        "strong_answered_share": round(len(strong_rows) / count, 6) if count else None,
+        "escalated": tally.escalated,
+        "escalated_share": round(tally.escalated / count, 6) if count and decision else None,
+        "strong_answered_share": round(answered / count, 6) if count else None,
         "estimated_cost_usd": _money(cost),
         "estimated_all_strong_cost_usd": _money(all_strong),
         "cost_vs_all_strong": round(cost / all_strong, 4) if cost and all_strong else None,
         "certificate": decision.certificate_for(cascade.strong) if decision is not None else None,
-        "certificate_holds": decision is not None and result.complete and not unanswered,
-        "strong_unanswered": unanswered,
+        # Rows the strong model should have answered and did not: the certificate assumes
+        # they carry its answer, so it holds only once a rerun has answered them.
+        "certificate_holds": decision is not None and result.complete and not tally.unanswered,
+        "strong_unanswered": tally.unanswered,
         "method": decision.method if decision is not None else None,
         "error_budget": decision.error_budget if decision is not None else None,
+        "allowed_sampled_disagreements": decision.allowed_disagreements if decision else None,
         "sampled_disagreements": decision.sampled_disagreements if decision else None,
         "stages": [_stage(run) for run in result.stages],
     }

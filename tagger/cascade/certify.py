@@ -1,38 +1,37 @@
 """The cheap model's confidence threshold, certified on a sample labelled by the strong model.
 
-The method: a fixed-sequence test (Learn then Test, Angelopoulos et al. 2021) over descending
-thresholds, each null "more than the budget of rows at or above this threshold disagree with
-the strong model" tested by the exact hypergeometric tail of a sample drawn without
-replacement. The budget is the most disagreeing rows the target allows among all rows; the
-first threshold whose null stands ends the sequence. Why it holds is in docs/review.md.
+The method: draw a uniform sample (without replacement, seeded) of the rows with a score and
+have the strong model answer it. With `allowed` the most sampled disagreements that
+hypergeom.certifies() lets through (exact hypergeometric tail), keep the cheap answer on the
+unsampled rows scoring above the (allowed + 1)-th sampled disagreement, counted from the top.
+Rows below, the sample and the unscored rows take the strong model's answer. With probability
+at least 1 - delta the kept rows hold at most the error budget of disagreements, whatever
+the scores are worth; why is in docs/review.md ("Cascade: what is certified").
 
-For drivers: tag every row with the cheap model; Certifier(confidences, goal); while
-next_sample() gives rows, have the strong model answer them (cached, so a rerun with the same
-seed pays nothing again) and record() whether each cheap task_area equals the strong one;
-decision() then says which rows keep the cheap answer and which go to the strong model.
-scored_rows == 0 (no confidence on any row: a model without logprobs) means every row would
-go to the strong model: refuse such a cascade before paying for it.
+For drivers: tag every row with the cheap model; Certifier(scores, goal); while next_sample()
+gives rows, have the strong model answer them (cached, so a rerun with the same seed pays
+nothing again) and record() whether each cheap task_area equals the strong one; decision()
+then says which rows keep the cheap answer. scored rows == 0 (no confidence on any row: a
+model without logprobs) means every row would go to the strong model: refuse such a cascade
+before paying for it.
 """
 
 from __future__ import annotations
 
-import bisect
 import math
 import numbers
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from decimal import ROUND_DOWN, Decimal
 from fractions import Fraction
 from typing import Any
 
-from tagger.cascade.hypergeom import lower_tail, rejects
+from tagger.cascade.hypergeom import allowed_disagreements
 from tagger.cascade.order import SeededOrder
 from tagger.cascade.plan import plan_sample_size
+from tagger.cascade.scores import NO_SCORE, SCALE, Scores, code_value, rows_at_or_above
 
-# Thresholds tested at most (evenly spaced in kept rows): more only splits hairs, and each costs
-# a tail sum; confidences rounded to 4 digits have fewer distinct values anyway.
-MAX_THRESHOLDS = 2000
-METHOD = "exact hypergeometric fixed-sequence test"
+METHOD = "exact hypergeometric bound on the unsampled rows"
 
 
 @dataclass(frozen=True)
@@ -57,12 +56,16 @@ class CascadeTarget:
 
 @dataclass(frozen=True)
 class CascadeDecision:
-    """Which rows keep the cheap answer, which the strong model answers, and the certificate."""
+    """Which rows keep the cheap answer, which the strong model answers, and the certificate.
+
+    A row is kept when it has a score at or above the threshold and is not in the sample; the
+    rows themselves are not listed (200 M of them would not fit): ask role() or iterate.
+    """
 
     threshold: float | None  # keep cheap answers with confidence >= threshold (None: none kept)
-    keep: frozenset[int]
-    escalate: frozenset[int]  # not sampled, sent to the strong model
     sampled: frozenset[int]  # labelled by the strong model: its answers are these rows' answers
+    kept: int
+    escalated: int  # not sampled, sent to the strong model
     certificate: str
     rows: int
     target: float
@@ -70,18 +73,40 @@ class CascadeDecision:
     seed: int
     error_budget: int  # the most rows that may disagree with the strong model
     sampled_disagreements: int  # sampled rows where the cheap answer was not the strong one's
+    allowed_disagreements: int  # the most sampled disagreements above the threshold (-1: none)
     method: str = METHOD
     figures: dict[str, Any] = field(default_factory=dict, compare=False)
+    scores: Scores | None = field(default=None, compare=False, repr=False)
 
     @property
     def strong_calls(self) -> int:
         """Rows the strong model answers: the sample and the escalated rows."""
-        return len(self.sampled) + len(self.escalate)
+        return len(self.sampled) + self.escalated
 
     @property
     def escalated_share(self) -> float:
         """The share of rows the strong model answers (sample included); 0 for no rows."""
         return self.strong_calls / self.rows if self.rows else 0.0
+
+    def role(self, index: int) -> str:
+        """'kept', 'sampled' or 'escalated'."""
+        if index in self.sampled:
+            return "sampled"
+        return "kept" if self._above(index) else "escalated"
+
+    def kept_rows(self) -> Iterator[int]:
+        """The rows that keep the cheap answer, ascending."""
+        return (i for i in range(self.rows) if i not in self.sampled and self._above(i))
+
+    def escalated_rows(self) -> Iterator[int]:
+        """The rows the strong model answers that were not sampled, ascending."""
+        return (i for i in range(self.rows) if i not in self.sampled and not self._above(i))
+
+    def _above(self, index: int) -> bool:
+        if self.threshold is None or self.scores is None:
+            return False
+        code = self.scores.code(index)
+        return code != NO_SCORE and code >= round(self.threshold * SCALE)
 
     def certificate_for(self, strong_model: str) -> str:
         """The certificate naming the strong model."""
@@ -89,40 +114,34 @@ class CascadeDecision:
 
 
 class Certifier:
-    """Drives the choice of the cheap model's confidence threshold, one sample batch at a time.
+    """Drives the choice of the cheap model's confidence threshold.
 
-    confidences[i] is the cheap model's confidence in row i's task area; None (and anything
-    that is not a number in [0, 1]: NaN, inf, a string) means none, and such a row is never
-    kept. The sample is drawn from a seeded order of the rows: the same confidences and seed
-    give the same batches, so a resumed run that replays its cached labels rebuilds the state.
+    scores holds row i's confidence in its task area (see tagger.cascade.scores: anything but
+    a number in [0, 1] is no score, and such a row is never kept). The sample is drawn from a
+    seeded order of the scored rows: the same scores and seed give the same sample, so a
+    resumed run that replays its cached labels rebuilds the same decision.
     """
 
     def __init__(
         self,
-        confidences: Sequence[float | None],
+        scores: Scores | Iterable[object],
         goal: CascadeTarget,
         *,
         sample_size: int | None = None,
     ) -> None:
-        self._goal = goal
-        self._scores = [_score(c) for c in confidences]
-        self._rows = len(self._scores)
-        self._ascending = sorted(s for s in self._scores if s is not None)
-        self._budget = error_budget(self._rows, goal.target)
-        scored = len(self._ascending)
+        scores = scores if isinstance(scores, Scores) else Scores.of(scores)
+        scores.freeze()
+        self._goal, self._scores = goal, scores
+        self._budget = error_budget(scores.rows, goal.target)
         if sample_size is None:
-            planned = plan_sample_size(self._ascending[::-1], self._rows, self._budget, goal.delta)
+            planned = plan_sample_size(scores.counts, scores.rows, self._budget, goal.delta)
         elif (
             isinstance(sample_size, int) and not isinstance(sample_size, bool) and sample_size >= 0
         ):
             planned = sample_size
         else:
             raise ValueError(f"a sample size is a whole number >= 0, not {sample_size!r}")
-        self._planned = min(planned, scored)
-        # The sample is drawn from the scored rows only: a run where most rows have no
-        # confidence must not walk (and remember) a random order of all of them.
-        self._scored = [i for i, score in enumerate(self._scores) if score is not None]
-        self._order = SeededOrder(len(self._scored), goal.seed)
+        self._planned = min(planned, scores.scored)
         self._labels: dict[int, bool] = {}
         self._outstanding: set[int] = set()
         self._drawn = False
@@ -135,27 +154,27 @@ class Certifier:
     @property
     def scored_rows(self) -> int:
         """Rows with a usable confidence: the only ones that can keep the cheap answer."""
-        return len(self._ascending)
+        return self._scores.scored
 
     def next_sample(self) -> list[int]:
         """Row indices to label with the strong model next (ascending); [] when done.
 
-        Until record() has every row of a batch, the rows still missing are returned again.
+        Until record() has every row of the sample, the rows still missing are returned again.
         """
         if self._outstanding:
             return sorted(self._outstanding)
         if self._drawn:
             return []
         self._drawn = True
-        batch = self._draw(self._planned)
-        self._outstanding = set(batch)
-        return sorted(batch)
+        order = SeededOrder(self._scores.scored, self._goal.seed)
+        self._outstanding = {self._scores.scored_row(order.next()) for _ in range(self._planned)}
+        return sorted(self._outstanding)
 
     def record(self, labels: Mapping[int, bool]) -> None:
         """Strong-model labels: row index -> the cheap task_area equals the strong one.
 
         A sampled row the strong model could not answer is recorded False: counted against the
-        cheap model, it can only make the test stricter.
+        cheap model, it can only make the threshold higher.
         """
         for index, agrees in labels.items():
             if index not in self._outstanding and index not in self._labels:
@@ -172,84 +191,75 @@ class Certifier:
         """The threshold and the rows it keeps; valid once next_sample() returned []."""
         if self._outstanding or not self._drawn:
             raise RuntimeError("the sample is not labelled yet: record what next_sample() returns")
-        threshold = self._test()
-        sampled = frozenset(self._labels)
-        if threshold is None:
-            keep: frozenset[int] = frozenset()
-        else:
-            keep = (
-                frozenset(i for i, s in enumerate(self._scores) if s is not None and s >= threshold)
-                - sampled
-            )
-        escalate = frozenset(range(self._rows)) - keep - sampled
+        scores, sampled = self._scores, frozenset(self._labels)
+        allowed = allowed_disagreements(scores.scored, self._budget, len(sampled), self._goal.delta)
+        code = self._threshold(allowed)
+        sampled_above = sum(code is not None and scores.code(i) >= code for i in sampled)
+        kept = (rows_at_or_above(scores.counts)[code] - sampled_above) if code is not None else 0
         disagreements = sum(not agrees for agrees in self._labels.values())
-        base = CascadeDecision(
-            threshold,
-            keep,
-            escalate,
-            sampled,
-            "",
-            self._rows,
-            self._goal.target,
-            self._goal.delta,
-            self._goal.seed,
-            self._budget,
-            disagreements,
+        decision = CascadeDecision(
+            threshold=code_value(code) if code is not None else None,
+            sampled=sampled,
+            kept=kept,
+            escalated=scores.rows - kept - len(sampled),
+            certificate="",
+            rows=scores.rows,
+            target=self._goal.target,
+            delta=self._goal.delta,
+            seed=self._goal.seed,
+            error_budget=self._budget,
+            sampled_disagreements=disagreements,
+            allowed_disagreements=allowed,
+            scores=scores,
         )
         figures = {
-            "rows": self._rows,
-            "target": self._goal.target,
-            "delta": self._goal.delta,
-            "seed": self._goal.seed,
-            "threshold": threshold,
+            "rows": decision.rows,
+            "target": decision.target,
+            "delta": decision.delta,
+            "seed": decision.seed,
+            "threshold": decision.threshold,
             "sample_size": len(sampled),
             "sampled_disagreements": disagreements,
-            "kept": len(keep),
-            "escalated": len(escalate),
-            "strong_calls": base.strong_calls,
-            "escalated_share": base.escalated_share,
+            "allowed_disagreements": allowed,
+            "kept": kept,
+            "escalated": decision.escalated,
+            "strong_calls": decision.strong_calls,
+            "escalated_share": decision.escalated_share,
             "error_budget": self._budget,
             "method": METHOD,
         }
-        return CascadeDecision(
-            threshold,
-            keep,
-            escalate,
-            sampled,
-            _certificate(base),
-            self._rows,
-            self._goal.target,
-            self._goal.delta,
-            self._goal.seed,
-            self._budget,
-            disagreements,
-            figures=figures,
+        return replace(decision, certificate=_certificate(decision), figures=figures)
+
+    def _threshold(self, allowed: int) -> int | None:
+        """The lowest code whose rows may be kept (None: no row may).
+
+        Two rules, each certified alone (docs/review.md): the rows above the (allowed + 1)-th
+        sampled disagreement; any threshold whose unsampled rows are within the budget
+        (they could all disagree). The lower of the two keeps more.
+        """
+        scores = self._scores
+        if scores.scored == 0:
+            return None
+        counts = scores.counts
+        wrong = sorted(
+            (scores.code(i) for i, agrees in self._labels.items() if not agrees), reverse=True
         )
-
-    def _draw(self, count: int) -> list[int]:
-        return [self._scored[self._order.next()] for _ in range(min(count, self._order.remaining))]
-
-    def _test(self) -> float | None:
-        """The lowest threshold of the fixed sequence whose null and all before it are rejected."""
-        scored = len(self._ascending)
-        marked = self._budget + 1  # the least count of disagreeing rows the null allows
-        labelled = sorted(self._labels.items(), key=lambda item: -(self._scores[item[0]] or 0.0))
-        position = drawn = wrong = 0
-        accepted = None
-        for threshold in candidate_thresholds(self._ascending):
-            while position < len(labelled):
-                index, agrees = labelled[position]
-                if (self._scores[index] or 0.0) < threshold:
-                    break
-                drawn += 1
-                wrong += not agrees
-                position += 1
-            kept = scored - bisect.bisect_left(self._ascending, threshold)
-            p_value = 0.0 if marked > kept else lower_tail(wrong, kept, marked, drawn)
-            if not rejects(p_value, self._goal.delta):
+        by_sample: int | None = None
+        if allowed >= 0:
+            cut = wrong[allowed] if len(wrong) > allowed else -1  # keep the codes above it
+            by_sample = next((c for c in range(cut + 1, SCALE + 1) if counts[c]), None)
+        sampled_at = [0] * (SCALE + 1)
+        for index in self._labels:
+            sampled_at[scores.code(index)] += 1
+        blind, unsampled = None, 0
+        for code in range(SCALE, -1, -1):
+            unsampled += counts[code] - sampled_at[code]
+            if unsampled > self._budget:
                 break
-            accepted = threshold
-        return accepted
+            if counts[code]:
+                blind = code
+        candidates = [c for c in (by_sample, blind) if c is not None]
+        return min(candidates) if candidates else None
 
 
 def error_budget(rows: int, target: float) -> int:
@@ -261,21 +271,6 @@ def error_budget(rows: int, target: float) -> int:
     return math.floor((1 - Fraction(repr(target))) * rows)
 
 
-def candidate_thresholds(ascending: Sequence[float]) -> list[float]:
-    """The thresholds tested, highest first: the confidences, at most MAX_THRESHOLDS of them.
-
-    Taken from the confidences only (never the labels), so the sequence is fixed before the
-    test, as fixed-sequence testing needs.
-    """
-    count = len(ascending)
-    if count <= MAX_THRESHOLDS:
-        picks = ascending[::-1]
-    else:
-        last = MAX_THRESHOLDS - 1  # from the highest confidence down to the lowest
-        picks = [ascending[count - 1 - j * (count - 1) // last] for j in range(MAX_THRESHOLDS)]
-    return list(dict.fromkeys(picks))
-
-
 def _real(value: object) -> float | None:
     """A finite real number (numpy's too) as a float, else None (bools, strings, NaN, inf)."""
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
@@ -285,11 +280,6 @@ def _real(value: object) -> float | None:
     except (OverflowError, ValueError):  # a 400-digit integer
         return None
     return number if math.isfinite(number) else None
-
-
-def _score(value: object) -> float | None:
-    number = _real(value)
-    return number if number is not None and 0 <= number <= 1 else None
 
 
 def _percent(share: float) -> str:
@@ -306,6 +296,6 @@ def _certificate(decision: CascadeDecision) -> str:
     return (
         f"task_area agrees with the strong model on >= {_percent(decision.target)} of "
         f"{decision.rows:,} rows with probability >= {_percent(1 - decision.delta)} "
-        f"({kept}, {len(decision.sampled):,} sampled, {len(decision.escalate):,} escalated, "
-        f"{len(decision.keep):,} kept; {decision.method}, seed {decision.seed})"
+        f"({kept}, {len(decision.sampled):,} sampled, {decision.escalated:,} escalated, "
+        f"{decision.kept:,} kept; {decision.method}, seed {decision.seed})"
     )

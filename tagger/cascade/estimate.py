@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tagger.cascade.certify import CascadeTarget, Certifier
+from tagger.cascade.scores import Scores
+from tagger.cascade.stagerows import AreaCodes, SubsetScan
 from tagger.cascade.stages import stage_config
 from tagger.config import RunConfig
 from tagger.files.abstracts import InputScan
@@ -53,48 +55,40 @@ def _expected(
         return None, "known once the cheap model has tagged every abstract"
     try:
         cheap_plan, strong_plan = RunPlan.load(cheap_config), RunPlan.load(strong_config)
-        confidences: list[float | None] = []
-        areas: list[str | None] = []
-        strong_keys: list[str] = []
+        scores, areas = Scores(scan.count), AreaCodes(scan.count)
         for abstract in scan.abstracts():
             outcome = entry_outcome(cache.get(cheap_plan.item_key(abstract)))
             if outcome is None or outcome.answer is None:
                 return None, "known once the cheap model has tagged every abstract"
-            confidences.append(outcome.confidence.confidence if outcome.confidence else None)
-            areas.append(outcome.answer.get("task_area"))
-            strong_keys.append(strong_plan.item_key(abstract))
-        certifier = Certifier(
-            confidences, CascadeTarget(cascade.target, cascade.delta, cascade.seed)
-        )
-        labelled: set[int] = set()
+            confidence = outcome.confidence.confidence if outcome.confidence else None
+            scores.set(abstract.index, confidence)
+            areas.set(abstract.index, outcome.answer.get("task_area"))
+        goal = CascadeTarget(cascade.target, cascade.delta, cascade.seed)
+        certifier = Certifier(scores, goal)
         while asked := certifier.next_sample():
+            sample = SubsetScan.of(scan, set(asked).__contains__, len(asked))
             labels: dict[int, bool] = {}
-            for index in asked:
-                strong = entry_outcome(cache.get(strong_keys[index]))
-                if strong is None or strong.answer is None:
-                    missing = sum(entry_outcome(cache.get(strong_keys[i])) is None for i in asked)
+            for abstract in sample.abstracts():
+                answer = entry_outcome(cache.get(strong_plan.item_key(abstract)))
+                if answer is None or answer.answer is None:
                     return None, (
                         f"known once the strong model has labelled the sample "
-                        f"({missing} of its next {len(asked)} rows not cached yet)"
+                        f"({len(asked) - len(labels)} of its {len(asked)} rows not cached yet)"
                     )
-                labels[index] = strong.answer.get("task_area") == areas[index]
-            labelled |= set(labels)
+                labels[abstract.index] = areas.agrees(
+                    abstract.index, answer.answer.get("task_area")
+                )
             certifier.record(labels)
         decision = certifier.decision()
-        kept = {i for i in decision.keep - decision.sampled if confidences[i] is not None}
-        todo = [
-            i
-            for i in range(len(strong_keys))
-            if i not in kept and entry_outcome(cache.get(strong_keys[i])) is None
-        ]
     finally:
         cache.close()
-    wanted = set(todo)
-    subset = tuple(a for a in scan.abstracts() if a.index in wanted)
-    given = InputScan(scan.files, len(subset), len(subset), {}, given=subset)
-    cost = dry_run(strong_config, given, prices).cost
-    escalated = scan.count - len(kept)
-    return cost, (
-        f"the sample is cached: threshold {decision.threshold}, {escalated} rows for the "
-        f"strong model, {len(todo)} of them not cached yet"
+
+    def escalated(index: int) -> bool:
+        return decision.role(index) != "kept"
+
+    given = SubsetScan.of(scan, escalated, scan.count - decision.kept)
+    report = dry_run(strong_config, given, prices)
+    return report.cost, (
+        f"the sample is cached: threshold {decision.threshold}, {given.count} rows for the "
+        f"strong model, {report.unique - report.cached} of them not cached yet"
     )

@@ -47,3 +47,57 @@ def lower_tail(x: int, population: int, marked: int, draws: int) -> float:
 def rejects(p_value: float, delta: float) -> bool:
     """Whether a p-value is at most delta, with the margin of its rounding."""
     return p_value * (1 + RELATIVE_ERROR) <= delta
+
+
+def certifies(allowed: int, scored: int, budget: int, sample: int, delta: float) -> bool:
+    """Whether `allowed` sampled disagreements above a threshold still certify it.
+
+    That is P(X <= allowed) <= delta for X ~ Hypergeometric(scored, budget + 1 + allowed,
+    sample): the chance that a fixed set of budget + 1 + allowed rows (the disagreeing rows
+    with the highest scores, then any) has so few of its rows in the sample. Why that bounds
+    the chance of a miss is in docs/review.md.
+    """
+    if allowed < 0:
+        return True
+    marked = budget + 1 + allowed
+    if marked > scored:
+        return False
+    return rejects(lower_tail(allowed, scored, marked, sample), delta)
+
+
+def allowed_disagreements(scored: int, budget: int, sample: int, delta: float) -> int:
+    """The most sampled disagreements a threshold may have above it: -1 when even none
+    certifies (the sample is too small for the budget).
+
+    certifies() is monotone in `allowed` (the first budget + 2 + allowed rows hold at most one
+    more sampled row than the first budget + 1 + allowed), so a bisection finds the largest.
+    """
+    low, high = -1, min(sample, scored - budget - 1)
+    if high < 0 or not certifies(0, scored, budget, sample, delta):
+        return -1
+    low = 0
+    while low < high:
+        middle = (low + high + 1) // 2
+        if certifies(middle, scored, budget, sample, delta):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def least_sample(allowed: int, scored: int, budget: int, delta: float) -> int | None:
+    """The smallest sample that lets `allowed` sampled disagreements certify, or None.
+
+    A larger sample only makes the tail smaller (more of the fixed rows are drawn), so a
+    bisection over the sample size finds it.
+    """
+    if budget + 1 + allowed > scored or not certifies(allowed, scored, budget, scored, delta):
+        return None
+    low, high = allowed, scored
+    while low < high:
+        middle = (low + high) // 2
+        if certifies(allowed, scored, budget, middle, delta):
+            high = middle
+        else:
+            low = middle + 1
+    return low

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tagger.cascade.assemble import cascade_manifest, cascade_rows, cascade_stats
-from tagger.cascade.stages import CascadeResult, RowsByIndex, StageProgress, run_cascade
+from tagger.cascade.assemble import RowTally, cascade_manifest, cascade_rows, cascade_stats
+from tagger.cascade.spool import SpoolFolder
+from tagger.cascade.stages import CascadeResult, StageDriver, StageProgress, run_cascade
 from tagger.config import RunConfig
 from tagger.errors import ConfigError
 from tagger.files.abstracts import InputScan
@@ -72,8 +73,11 @@ async def run_cascade_job(
     writer: RowWriter | None = None,
     batch_watcher: Any = None,
     command: str = "",
+    stages: StageDriver | None = None,
 ) -> CascadeRun:
     """Run the cascade's stages and write its rows and manifest (to OUT, or to writer).
+
+    `stages` runs each stage (tagger.cascade.raystage for --ray); by default, live or batch.
 
     OUT is checked and locked before anything is sent and replaced only as a plain run's
     would be: a cascade that did not finish replaces it only if that makes it better.
@@ -82,7 +86,7 @@ async def run_cascade_job(
     target = OutputFile(output, scan.files) if output is not None and writer is None else None
 
     async def drive(
-        config: RunConfig, scan: InputScan, rows: RowsByIndex, sink: ProgressSink, *, batch: bool
+        config: RunConfig, scan: InputScan, rows: RowWriter, sink: ProgressSink, *, batch: bool
     ) -> RunStats:
         stage, subset = config, scan
         if batch and stage.batch is not None:
@@ -97,15 +101,17 @@ async def run_cascade_job(
         stats, _ = await tag_into(live, subset, rows, sink, prices, on_runner=on_runner)
         return stats
 
+    folder = SpoolFolder()
     try:
         started = dt.datetime.now(dt.UTC)
-        result = await run_cascade(config, scan, drive, progress_for)
-        rows = list(cascade_rows(result, scan.count))
+        result = await run_cascade(config, scan, stages or drive, progress_for, folder)
         if writer is None:
             writer = target.writer if target else JsonlWriter(sys.stdout, "standard output")
-        for row in rows:
+        tally = RowTally()
+        for row in cascade_rows(result):
             writer.write(row)
-        stats = cascade_stats(result, rows)
+            tally.add(row)
+        stats = cascade_stats(result, tally)
         status = (
             "interrupted" if stats.interrupted else "stopped" if stats.stop_reason else "complete"
         )
@@ -119,7 +125,7 @@ async def run_cascade_job(
         )
         manifest["model"] = f"{cascade.cheap},{cascade.strong}"
         flex = config.client.service_tier == "flex"
-        manifest["cascade"] = cascade_manifest(result, rows, prices, flex=flex)
+        manifest["cascade"] = cascade_manifest(result, tally, prices, flex=flex)
         if target is None:
             writer.flush()
         elif not target.settle(manifest, complete=status == "complete", ok=stats.ok):
@@ -130,5 +136,6 @@ async def run_cascade_job(
             target.discard()
         raise
     finally:
+        folder.close()
         if target is not None:
             target.release()

@@ -14,17 +14,19 @@ same one and the cache answers every stage again at no cost.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from tagger import defaults
 from tagger.cascade.certify import CascadeDecision, CascadeTarget, Certifier
+from tagger.cascade.spool import RowSpool, SpoolFolder
+from tagger.cascade.stagerows import CheapRows, SubsetScan
 from tagger.config import CascadeConfig, RunConfig
 from tagger.errors import ConfigError
-from tagger.files.abstracts import Abstract, InputScan
-from tagger.files.rows import Row
+from tagger.files.abstracts import InputScan
+from tagger.files.rows import Row, RowWriter
 from tagger.pipeline.progress import ProgressSink
 from tagger.pipeline.stats import RunStats
 
@@ -35,14 +37,15 @@ StageProgress = Callable[[str, int], AbstractContextManager[ProgressSink]]
 
 
 class StageDriver(Protocol):
-    """Runs one stage's abstracts into a writer: live, or through the Batch API if the run is
-    a batch run and `batch` allows it (the sample is always live)."""
+    """Runs one stage's abstracts into a writer: live, through the Batch API if the run is a
+    batch run and `batch` allows it (the sample is always live), or on Ray. Every abstract
+    of the scan gets a row (a "not run" one if the stage stopped first), in any order."""
 
     def __call__(
         self,
         config: RunConfig,
         scan: InputScan,
-        rows: RowsByIndex,
+        rows: RowWriter,
         sink: ProgressSink,
         *,
         batch: bool,
@@ -62,12 +65,15 @@ class StageRun:
 
 @dataclass
 class CascadeResult:
-    """Every stage's rows and stats, and the certifier's decision (None: it stopped first)."""
+    """Every stage's rows and stats, and the certifier's decision (None: it stopped first).
+
+    The cheap rows and the escalated rows are on disk (spools); the sample's strong rows,
+    a few thousand at most, are in memory."""
 
     cascade: CascadeConfig
-    cheap: dict[int, Row]
-    strong: dict[int, Row] = field(default_factory=dict)  # the strong model's answered rows
-    strong_errors: dict[int, str] = field(default_factory=dict)  # and why it failed on others
+    cheap: CheapRows
+    sample: dict[int, Row] = field(default_factory=dict)  # the strong model's sampled rows
+    escalated: RowSpool | None = None  # its rows of the escalated stage
     stages: list[StageRun] = field(default_factory=list)
     decision: CascadeDecision | None = None
     stop_reason: str | None = None  # why the cascade did not get to its decision or its end
@@ -80,14 +86,14 @@ class CascadeResult:
 
 
 class RowsByIndex:
-    """A RowWriter keeping a stage's rows by their position in the whole input."""
+    """A RowWriter keeping a stage's rows by their position in the whole input (the sample)."""
 
     def __init__(self) -> None:
         self.rows: dict[int, Row] = {}
 
     def write(self, row: Row) -> None:
         """Keep one more row."""
-        self.rows[row.index] = row
+        self.rows.setdefault(row.index, row)
 
     def flush(self) -> None:
         """Nothing to push."""
@@ -119,6 +125,7 @@ async def run_cascade(
     scan: InputScan,
     drive: StageDriver,
     progress_for: StageProgress,
+    folder: SpoolFolder,
 ) -> CascadeResult:
     """Run the three stages through `drive(config, scan, writer, sink, batch=...)`.
 
@@ -127,13 +134,11 @@ async def run_cascade(
     """
     assert config.cascade is not None
     cascade = config.cascade
-    result = CascadeResult(cascade, cheap={})
-    cheap_rows = RowsByIndex()
+    result = CascadeResult(cascade, CheapRows(folder.spool("cheap", scan.count)))
     cheap_config = stage_config(config, cascade.cheap, result.stages)
     title = f"{cascade.cheap}: every abstract"
     with progress_for(title, scan.count) as sink:
-        stats = await drive(cheap_config, scan, cheap_rows, sink, batch=True)
-    result.cheap = cheap_rows.rows
+        stats = await drive(cheap_config, scan, result.cheap, sink, batch=True)
     result.stages.append(StageRun(title, cascade.cheap, stats))
     if _end(result, stats):
         return result
@@ -142,8 +147,7 @@ async def run_cascade(
         result.stop_reason = refusal
         return result
     certifier = Certifier(
-        [_confidence(result.cheap[i]) for i in range(scan.count)],
-        CascadeTarget(cascade.target, cascade.delta, cascade.seed),
+        result.cheap.scores, CascadeTarget(cascade.target, cascade.delta, cascade.seed)
     )
     for round_number in range(1, scan.count + 2):  # each round labels at least one new row
         asked = certifier.next_sample()
@@ -151,20 +155,29 @@ async def run_cascade(
             break
         if not all(0 <= i < scan.count for i in asked):
             raise AssertionError(f"the certifier sampled rows outside 0..{scan.count - 1}")
-        todo = sorted(set(asked) - set(result.strong))
-        title = f"{cascade.strong}: sample, round {round_number}"
+        todo = set(asked) - {i for i, row in result.sample.items() if row.ok}
         if todo:
-            stats = await _strong(config, result, scan, todo, title, drive, progress_for)
+            rows = RowsByIndex()
+            title = f"{cascade.strong}: sample, round {round_number}"
+            stats = await _strong(config, result, scan, todo, title, rows, drive, progress_for)
+            result.sample.update(rows.rows)
             if _end(result, stats):
                 return result
-        certifier.record({i: _agrees(result.cheap[i], result.strong.get(i)) for i in asked})
+        certifier.record({i: result.cheap.agrees(i, result.sample.get(i)) for i in asked})
     else:
         raise AssertionError("the certifier kept sampling past every row")
     result.decision = decision = certifier.decision()
-    todo = sorted(set(range(scan.count)) - _kept(result.cheap, decision) - set(result.strong))
-    if todo:
+    answered = {i for i, row in result.sample.items() if row.ok}
+    escalated = decision.escalated + len(decision.sampled) - len(answered & decision.sampled)
+    if escalated:
+        result.escalated = spool = folder.spool("escalated", scan.count)
+
+        def wanted(index: int) -> bool:
+            return decision.role(index) != "kept" and index not in answered
+
         title = f"{cascade.strong}: escalated rows"
-        stats = await _strong(config, result, scan, todo, title, drive, progress_for, True)
+        subset = SubsetScan.of(scan, wanted, escalated)
+        stats = await _strong(config, result, subset, None, title, spool, drive, progress_for)
         _end(result, stats)
     return result
 
@@ -173,27 +186,18 @@ async def _strong(
     config: RunConfig,
     result: CascadeResult,
     scan: InputScan,
-    indices: list[int],
+    indices: set[int] | None,
     title: str,
+    rows: RowWriter,
     drive: StageDriver,
     progress_for: StageProgress,
-    batch: bool = False,
 ) -> RunStats:
-    """The strong model on the rows given; the sample is live (it is small, and adaptive)."""
-    chosen = _pick(scan, indices)
-    subset = InputScan(
-        files=scan.files, count=len(chosen), unique=len(chosen), per_file={}, given=chosen
-    )
-    rows = RowsByIndex()
+    """The strong model on the rows given (all of the scan's if None): the sample is live (it
+    is small, and adaptive), the escalated rows go as a batch in a batch run."""
+    subset = scan if indices is None else SubsetScan.of(scan, indices.__contains__, len(indices))
     stage = stage_config(config, result.cascade.strong, result.stages)
-    with progress_for(title, len(chosen)) as sink:
-        stats = await drive(stage, subset, rows, sink, batch=batch)
-    for index, row in rows.rows.items():
-        if row.ok:
-            result.strong[index] = row
-            result.strong_errors.pop(index, None)
-        elif not row.error or not row.error.startswith("not run: "):
-            result.strong_errors[index] = row.error or "failed"
+    with progress_for(title, subset.count) as sink:
+        stats = await drive(stage, subset, rows, sink, batch=indices is None)
     result.stages.append(StageRun(title, result.cascade.strong, stats))
     return stats
 
@@ -207,28 +211,9 @@ def _end(result: CascadeResult, stats: RunStats) -> bool:
     return True
 
 
-def _kept(cheap: Mapping[int, Row], decision: CascadeDecision) -> set[int]:
-    """The rows that keep the cheap answer: the certifier's, answered, and not in the sample."""
-    return {i for i in decision.keep - decision.sampled if cheap[i].ok}
-
-
-def _confidence(row: Row) -> float | None:
-    return row.task_area_confidence if row.ok else None
-
-
-def _agrees(cheap: Row, strong: Row | None) -> bool:
-    """The label of a sampled row: the strong model's task area is the cheap one's.
-
-    A row the strong model could not answer counts as a disagreement: the threshold only
-    gets stricter for it, so the guarantee still holds.
-    """
-    return strong is not None and strong.ok and cheap.ok and strong.task_area == cheap.task_area
-
-
-def _require_confidence(rows: Mapping[int, Row], model: str) -> None:
+def _require_confidence(cheap: CheapRows, model: str) -> None:
     """Stop before the strong model is paid when the cheap one gave no confidence at all."""
-    answered = [row for row in rows.values() if row.ok]
-    if answered and all(row.task_area_confidence is None for row in answered):
+    if cheap.answered and not cheap.confident:
         raise ConfigError(
             f"--cascade needs the cheap model's confidence, but '{model}' returned no "
             "logprobs (or the cache holds none for it: --refresh asks again): pick a cheap "
@@ -236,19 +221,12 @@ def _require_confidence(rows: Mapping[int, Row], model: str) -> None:
         )
 
 
-def _cheap_failures(rows: Mapping[int, Row], count: int) -> str | None:
+def _cheap_failures(cheap: CheapRows, count: int) -> str | None:
     """Why not to go on when the cheap model failed on too many abstracts, else None."""
-    failed = [row for row in rows.values() if not row.ok]
-    if len(failed) <= defaults.CASCADE_MAX_CHEAP_FAILURES * count:
+    if cheap.failed <= defaults.CASCADE_MAX_CHEAP_FAILURES * count:
         return None
-    reason = " ".join((failed[0].error or "failed").split())[:200]
+    reason = " ".join((cheap.first_failure or "failed").split())[:200]
     return (
-        f"the cheap model failed on {len(failed)} of {count} abstracts (e.g. {reason}); "
+        f"the cheap model failed on {cheap.failed} of {count} abstracts (e.g. {reason}); "
         "nothing was sent to the strong model"
     )
-
-
-def _pick(scan: InputScan, indices: Iterable[int]) -> tuple[Abstract, ...]:
-    """The abstracts at these positions, read again from the inputs (only those are kept)."""
-    wanted = set(indices)
-    return tuple(abstract for abstract in scan.abstracts() if abstract.index in wanted)

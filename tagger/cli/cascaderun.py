@@ -65,6 +65,16 @@ def run_cascade_command(
             rerun_command(command, options, load_prompt(config.prompts_dir, config.prompt_ref).ref),
             options,
         )
+    stages = None
+    if options.ray:
+        from tagger.cascade.raystage import ray_stages
+        from tagger.cli.rayrun import quiet_ray, ray_address, require_ray
+        from tagger.ray.job import RayRun
+
+        require_ray()
+        quiet_ray()
+        how = RayRun(ray_address(options.ray_address), actors=options.ray_actors)
+        stages = ray_stages(how, prices, scanned.count)
     job = run_cascade_job(
         config,
         scanned,
@@ -74,6 +84,7 @@ def run_cascade_command(
         on_runner=take_over,
         batch_watcher=watcher,
         command=rerun,
+        stages=stages,
     )
     try:
         done = asyncio.run(job)

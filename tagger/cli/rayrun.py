@@ -29,7 +29,7 @@ def ray_address(value: str | None) -> str | None:
     return None if value in (None, "", LOCAL) else value
 
 
-def _require_ray() -> None:
+def require_ray() -> None:
     try:
         import ray  # noqa: F401
     except ImportError:
@@ -52,11 +52,11 @@ def run_ray(
         raise UsageError("--ray writes parts beside -o FILE and merges them: name a file")
     if config.batch is not None:
         raise UsageError("--ray and --batch are two ways to scale: pass one of them")
-    _require_ray()
+    require_ray()
     from tagger.ray.job import RayRun, run_on_ray
     from tagger.ray.parts import parts_dir
 
-    _quiet_ray()
+    quiet_ray()
     how = RayRun(ray_address(options.ray_address), actors=options.ray_actors)
     sink = BarProgress(console, scanned.count, show=not command.quiet)
     with sink.shown():
@@ -84,7 +84,7 @@ def run_ray(
         raise typer.Exit(1)
 
 
-def _quiet_ray() -> None:
+def quiet_ray() -> None:
     """Ray's own progress bars and info lines would interleave with tagger's bar."""
     import ray.data
 

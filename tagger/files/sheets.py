@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -43,25 +42,6 @@ def run_row_to_sheet(row: dict[str, Any]) -> dict[str, Any]:
     values["reviewed"] = ""
     values["method_tags"] = TAG_SEPARATOR.join(str(t) for t in row.get("method_tags") or [])
     return values
-
-
-def count_rows(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str, int]]:
-    """(kind, name, abstracts) counts per task area and per method tag, most frequent first."""
-    ok = [row for row in rows if row.get("status") == "ok"]
-    areas = Counter(str(row.get("task_area")) for row in ok if row.get("task_area"))
-    tags: Counter[str] = Counter()
-    for row in ok:
-        tags.update({str(tag) for tag in row.get("method_tags") or []})
-    ordered = [("task_area", name, n) for name, n in sorted(areas.items(), key=_by_count)]
-    ordered += [("method_tag", name, n) for name, n in sorted(tags.items(), key=_by_count)]
-    errors = sum(1 for row in rows if row.get("status") != "ok")
-    if errors:
-        ordered.append(("status", "error", errors))
-    return ordered
-
-
-def _by_count(item: tuple[str, int]) -> tuple[int, str]:
-    return -item[1], item[0]
 
 
 def write_sheet(

@@ -35,7 +35,9 @@ from tagger.sending.models import settled_model
 from tagger.sending.params import RequestRules
 from tagger.usage import NO_USAGE, RequestEstimate
 
-__all__ = ["RayCanary", "canary_fields", "count_canary", "ray_canary", "settle"]
+__all__ = [
+    "RayCanary", "canary_fields", "count_canary", "ray_canary", "send_ray_canary", "settle",
+]  # fmt: skip
 
 RAY = Driver("no actor was started", "the run's first request", "every request",
              "run without --ray", mode_fixed=False)  # fmt: skip
@@ -68,12 +70,13 @@ def ray_canary(
 
     `done`: the rows earlier parts of this run hold (skip tokens): nothing is asked for them.
     """
-    return asyncio.run(_canary(plan, scan, done, prices))
+    return asyncio.run(send_ray_canary(plan, scan, done, prices))
 
 
-async def _canary(
+async def send_ray_canary(
     plan: RunPlan, scan: InputScan, done: frozenset[str], prices: PriceTable
 ) -> RayCanary:
+    """ray_canary() in a running event loop (a cascade's stage on Ray)."""
     config = plan.config
     rules = stage_rules(config.client, plan.prompt.params, ())
     model = config.client.model

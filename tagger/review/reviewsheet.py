@@ -13,12 +13,12 @@ from tagger.files.cells import XLSX_CELL_CHARS, neutralise
 from tagger.files.sheetlayout import tidy
 from tagger.files.sheets import (
     SHEET_COLUMNS,
-    count_rows,
     run_row_to_sheet,
     sheet_format,
     write_sheet,
 )
 from tagger.review.charts import add_count_charts, put
+from tagger.review.counts import count_rows
 from tagger.review.gold import review_header_notes
 
 

@@ -48,6 +48,9 @@ MAX_TOKENS = 100_000
 MAX_TOKEN_BYTES = 256
 MAX_VALUE_BYTES = 1024
 MAX_ALTERNATIVES = 20  # the API's top_logprobs maximum
+# A log-probability is <= 0; a server rounding one may give a hair above. More is no
+# probability (a positive 1e308 would read as certainty, and a cascade keeps certain rows).
+_ROUNDING = 1e-4
 
 
 class AreaConfidence(NamedTuple):
@@ -218,6 +221,6 @@ def _logprob(value: object) -> float | None:
         number = float(value)
     except OverflowError:  # an integer beyond any float: no probability
         return None
-    if math.isnan(number):
+    if math.isnan(number) or number > _ROUNDING:  # above 0 by more than rounding: not one
         return None
     return min(number, 0.0)  # a server's rounding can give +0.0000001

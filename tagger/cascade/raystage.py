@@ -1,0 +1,243 @@
+"""`tagger run --ray --cascade`: each stage of the cascade on Ray.
+
+A stage is Ray's ordinary tagging (tagger.ray.dataset: the same per-abstract policy, answer
+cache and row builder as a local run) over the inputs read on the workers, the subset a
+stage wants picked there by a bitmap of positions (an eighth of a byte a row). Its rows come
+back to the driver into the stage's writer (a spool: tagger.cascade.spool), in any order.
+Each stage has its own limiter with what the stages before it left of --max-cost and
+--max-requests. A rerun is answered by the cache at no cost; no parts are kept.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from tagger.cascade.stagerows import SubsetScan
+from tagger.cascade.stages import StageDriver
+from tagger.config import RunConfig
+from tagger.errors import OutputError
+from tagger.files.abstracts import InputScan, iter_abstracts
+from tagger.files.rows import Row, RowWriter, build_row
+from tagger.pipeline.outcome import Status
+from tagger.pipeline.progress import LiveCounts, ProgressSink, stop_advice
+from tagger.pipeline.stats import RunStats
+from tagger.pricing import PriceTable
+from tagger.prompting.plan import RunPlan
+from tagger.usage import NO_USAGE
+
+__all__ = ["ray_stages"]
+
+_MISSING = "Ray returned no row for it"
+
+
+def ray_stages(how: Any, prices: PriceTable, total: int) -> StageDriver:
+    """The StageDriver running each stage on Ray (`how`: a tagger.ray.job.RayRun)."""
+
+    async def drive(
+        config: RunConfig, scan: InputScan, rows: RowWriter, sink: ProgressSink, *, batch: bool
+    ) -> RunStats:
+        from tagger.ray.canary import send_ray_canary
+        from tagger.sending.models import settled_model
+
+        # As `tagger run --ray` does, before Ray is joined: the model judged once, then the
+        # stage's first requests sent from here (tagger.ray.canary); what they taught goes
+        # to every actor, what they cost counts against the stage's caps.
+        config = await settled_model(config)
+        canary = await send_ray_canary(RunPlan.load(config), scan, frozenset(), prices)
+        return run_stage(config, scan, rows, sink, prices, how, total, canary)
+
+    return drive
+
+
+def run_stage(
+    config: RunConfig,
+    scan: InputScan,
+    rows: RowWriter,
+    progress: ProgressSink,
+    prices: PriceTable,
+    how: Any,
+    total: int,
+    canary: Any = None,
+) -> RunStats:
+    """Tag the scan's abstracts (a SubsetScan's wanted ones) on Ray into `rows`; `canary`:
+    the stage's canary (tagger.ray.canary.RayCanary), already sent."""
+    import ray
+
+    from tagger.ray.actors import limiter_stats, start_limiter
+    from tagger.ray.canary import count_canary
+    from tagger.ray.cluster import actor_cpus, connect, job_failure
+    from tagger.ray.dataset import DEFAULT_ACTOR_CPUS, limits_of, tag_dataset_with
+
+    started = time.monotonic()
+    plan = RunPlan.load(config)
+    connect(how.address)
+    wanted = _bitmap(scan, total)
+    prepaid = (canary.report.requests, canary.report.usage) if canary else (0, NO_USAGE)
+    limiter = start_limiter(replace(limits_of(config, prices), prepaid=prepaid))
+    stats = RunStats(mode=None)
+    seen = bytearray((total + 7) // 8)
+    try:
+        blocks = max(how.actors, min(-(-scan.count // how.batch_size), 64 * how.actors))
+        tagged = tag_dataset_with(
+            _read(scan, total, wanted, blocks),
+            config,
+            prices=prices,
+            actors=how.actors,
+            batch_size=how.batch_size,
+            actor_cpus=actor_cpus(how.actors, DEFAULT_ACTOR_CPUS),
+            base_urls=how.base_urls,
+            limiter=limiter,
+            canary=canary,
+        )
+        progress.started(lambda: LiveCounts(0, 0, 0.0))
+        try:
+            for row in _rows(tagged):
+                byte, bit = divmod(row.index, 8)
+                if not 0 <= row.index < total or seen[byte] >> bit & 1:
+                    continue
+                seen[byte] |= 1 << bit
+                rows.write(row)
+                _count(stats, row)
+                progress.answered(_status(row))
+                progress.written(row)
+        except Exception as exc:
+            raise job_failure(exc) from None
+        try:
+            sent = limiter_stats(limiter)
+        except Exception as exc:  # a lost limiter: what the rows say is all there is
+            raise job_failure(exc) from None
+    finally:
+        ray.kill(limiter)
+    missing = _fill_missing(scan, seen, rows, plan, stats)
+    workers = sent.workers
+    stats.requests, stats.retries, stats.repairs = (
+        workers.requests,
+        workers.retries,
+        workers.repairs,
+    )
+    stats.usage = sent.used
+    flex = config.client.service_tier == "flex"
+    stats.cost = (
+        sent.cost
+        if sent.cost is not None
+        else prices.cost(config.client.model, stats.usage, flex=flex)
+    )
+    stats.stop_reason = sent.stopped or (f"{_MISSING} ({missing} abstracts)" if missing else None)
+    if stats.stop_reason:
+        stats.stop_advice = stop_advice(limit=sent.budget, fatal=False, cached=True)
+    stats.served_models = list(workers.served_models)
+    stats.service_tiers = list(workers.service_tiers)
+    stats.adaptations = list(workers.adaptations)
+    stats.mode = workers.mode
+    if canary is not None:
+        count_canary(stats, canary.report, config, prices)
+    stats.duration = time.monotonic() - started
+    progress.finished(stats)
+    return stats
+
+
+def _bitmap(scan: InputScan, total: int) -> bytes | None:
+    """The positions a subset wants, one bit each (None: every abstract)."""
+    if not isinstance(scan, SubsetScan):
+        return None
+    bits = bytearray((total + 7) // 8)
+    for index in range(total):
+        if scan.wanted(index):
+            bits[index >> 3] |= 1 << (index & 7)
+    return bytes(bits)
+
+
+def _read(scan: InputScan, total: int, wanted: bytes | None, blocks: int) -> Any:
+    """The scan's abstracts as records, read on the workers, only the wanted positions."""
+    import ray
+
+    from tagger.ray.cluster import READ_CPUS
+
+    if scan.given is not None:  # the Python API's abstracts: no file to read on a worker
+        raise OutputError("--ray --cascade reads input files: tagger.tag() runs it locally")
+    files: list[dict[str, Any]] = []
+    offset = 0
+    for path in scan.files:
+        files.append({"path": str(path.resolve()), "source": str(path), "offset": offset})
+        offset += scan.per_file.get(str(path), 0)
+    reference = ray.put(wanted) if wanted is not None else None
+    read = functools.partial(_wanted_records, wanted=reference)  # a reference: read once a task
+    records = ray.data.from_items(files).flat_map(read, num_cpus=READ_CPUS)
+    return records.repartition(max(1, blocks))
+
+
+def _wanted_records(item: dict[str, Any], wanted: Any) -> Iterator[dict[str, Any]]:
+    """The records of one input file at the wanted positions, indexed from its offset."""
+    import ray
+
+    from tagger.ray.records import abstract_record
+
+    bits = ray.get(wanted) if isinstance(wanted, ray.ObjectRef) else wanted
+    offset = int(item["offset"])
+    for abstract in iter_abstracts([Path(item["path"])]):
+        index = offset + abstract.index
+        if bits is not None and not (
+            index >> 3 < len(bits) and bits[index >> 3] >> (index & 7) & 1
+        ):
+            continue
+        record = abstract_record(abstract)
+        record["index"] = index
+        record["source"] = item["source"]
+        yield record
+
+
+def _rows(tagged: Any) -> Iterator[Row]:
+    from tagger.cascade.spool import row_of_json
+
+    for table in tagged.iter_batches(batch_size=None, batch_format="pyarrow"):
+        for record in table.select(["row"]).to_pylist():
+            yield row_of_json(record["row"], "a Ray worker's row")
+
+
+def _count(stats: RunStats, row: Row) -> None:
+    stats.items += 1
+    status = _status(row)
+    stats.ok += status is Status.OK
+    stats.failed += status is Status.FAILED
+    stats.not_run += status is Status.NOT_RUN
+    stats.cached += row.cached
+
+
+def _status(row: Row) -> Status:
+    if row.ok:
+        return Status.OK
+    return Status.NOT_RUN if (row.error or "").startswith("not run: ") else Status.FAILED
+
+
+def _fill_missing(
+    scan: InputScan, seen: bytearray, rows: RowWriter, plan: RunPlan, stats: RunStats
+) -> int:
+    """A "not run" row for every wanted abstract Ray returned none for (never dropped): the
+    cascade stops there, and a rerun asks again (answers received are cached)."""
+    if stats.items >= scan.count:
+        return 0
+    missing = 0
+    fields = plan.run_fields()
+    for abstract in scan.abstracts():
+        index = abstract.index
+        if seen[index >> 3] >> (index & 7) & 1:
+            continue
+        row = build_row(
+            abstract,
+            fields,
+            status=Status.NOT_RUN,
+            answer=None,
+            error=_MISSING,
+            cached=False,
+            mode=None,
+            usage=NO_USAGE,
+        )
+        rows.write(row)
+        _count(stats, row)
+        missing += 1
+    return missing
