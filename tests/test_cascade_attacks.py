@@ -159,6 +159,68 @@ def test_a_spooled_row_changed_on_disk_stops_the_run_naming_the_file(tmp_path: P
     assert not folder.path.exists()
 
 
+def test_a_killed_cascades_spool_folder_is_removed_by_the_next_one_and_nothing_else_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SIGKILL (the OOM killer) leaves a copy of every row in TMPDIR: 100 GB for 200 M rows.
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from tagger.cascade import spool as spools
+
+    child = (
+        "import os, sys; from tagger.cascade.spool import SpoolFolder; f = SpoolFolder(); "
+        "f.spool('cheap', 1); print(f.path, flush=True); os.kill(os.getpid(), 9)"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    killed = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    left = Path(killed.stdout.decode().strip())
+    assert (left / "cheap.jsonl").exists()
+    dead = os.path.basename(left).split("-")[3]  # its process id: gone now
+    host = spools._host_mark()
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    (keep / "precious").write_text("mine")
+    planted = {  # look like a dead run's folders, but are no folder of ours to remove
+        "link": tmp_path / f"tagger-cascade-{host}-{dead}-link",
+        "open": tmp_path / f"tagger-cascade-{host}-{dead}-open",
+        "live": tmp_path / f"tagger-cascade-{host}-{os.getppid()}-live",
+        "other host": tmp_path / f"tagger-cascade-0000abcd-{dead}-far",
+    }
+    planted["link"].symlink_to(keep, target_is_directory=True)
+    for name in ("open", "live", "other host"):
+        planted[name].mkdir(mode=0o755 if name == "open" else 0o700)
+        (planted[name] / "cheap.jsonl").write_text("{}")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    folder = SpoolFolder()
+    try:
+        assert not left.exists()
+        assert all(path.exists() for path in planted.values())
+        assert (keep / "precious").read_text() == "mine"
+        assert folder.path.exists()
+    finally:
+        folder.close()
+
+
+def test_a_tmpdir_others_could_swap_the_spools_in_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # writable by all, no sticky bit: anyone renames our folder away
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    with pytest.raises(OutputError, match=r"another user could swap them .* set TMPDIR"):
+        SpoolFolder()
+    assert not list(shared.iterdir())
+    shared.chmod(0o1777)  # as /tmp: only a folder's owner may rename it
+    SpoolFolder().close()
+
+
 def _row_fields(index: int) -> dict[str, Any]:
     from tagger.files.rows import ROW_FIELDS
 

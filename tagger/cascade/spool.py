@@ -6,13 +6,21 @@ folder (mode 0700, made fresh for the run and removed after it). A row already w
 not written again (a block Ray ran twice). Reading merges the runs of ascending rows back
 into one ascending stream, holding one reader per overlapping run (one, for local stages).
 The stage's tallies (rows, answered, tokens by price) are kept as rows pass.
+
+A run killed outright (SIGKILL, the OOM killer) cannot remove its folder, which may hold a copy
+of every row; the folder's name carries this host and the run's process id, so the next cascade
+removes the folders of runs of this host that are gone (the user's own, private, never a link).
 """
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import os
+import re
 import shutil
+import socket
+import stat
 import tempfile
 from array import array
 from collections.abc import Iterator
@@ -31,12 +39,18 @@ _ROW_FIELDS = frozenset(ROW_FIELDS)
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
+_PREFIX = "tagger-cascade-"
+
+
 class SpoolFolder:
     """A fresh private folder for a run's spools, removed by close() (TMPDIR decides where:
     a run of 200 M abstracts needs room there for a copy of its rows)."""
 
     def __init__(self) -> None:
-        self.path = Path(tempfile.mkdtemp(prefix="tagger-cascade-"))  # mode 0700
+        here, parent = _host_mark(), Path(tempfile.gettempdir())
+        _check_parent(parent)
+        remove_stale_folders(parent, here)
+        self.path = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{here}-{os.getpid()}-"))  # 0700
         self._spools: list[RowSpool] = []
 
     def spool(self, name: str, rows: int) -> RowSpool:
@@ -50,6 +64,67 @@ class SpoolFolder:
         for spool in self._spools:
             spool.close()
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def remove_stale_folders(parent: Path, host: str) -> None:
+    """Remove the spool folders in `parent` that runs of this host left when killed: named
+    for a process that is gone, a folder (never a link) of the user's own, mode 0700."""
+    stale = re.compile(rf"{re.escape(_PREFIX)}{re.escape(host)}-(\d{{1,10}})-[^/]*")
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return  # an unreadable TMPDIR: mkdtemp says what is wrong with it
+    for entry in entries:
+        found = stale.fullmatch(entry.name)
+        if found is None or _alive(int(found.group(1))):
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and _private(info):
+            shutil.rmtree(entry.path, ignore_errors=True)  # never follows a link inside
+
+
+def _check_parent(parent: Path) -> None:
+    """OutputError for a TMPDIR where someone else could rename the run's folder and put
+    theirs in its place (to read the rows or change them): another user's folder, or one
+    others can write without the sticky bit (/tmp has it: only a folder's owner renames it)."""
+    try:
+        info = parent.stat()
+    except OSError:
+        return  # missing or unreadable: mkdtemp says so
+    owner = getattr(os, "getuid", lambda: info.st_uid)()
+    sticky = bool(info.st_mode & stat.S_ISVTX)
+    if info.st_uid not in (owner, 0) or (info.st_mode & 0o022 and not sticky):
+        raise OutputError(
+            f"not keeping a cascade's rows in {parent}: another user could swap them there "
+            f"(owner uid {info.st_uid}, mode {stat.S_IMODE(info.st_mode):o}); "
+            "set TMPDIR to a folder of yours with room, then rerun"
+        )
+
+
+def _host_mark() -> str:
+    """This host, as 8 hex digits: a TMPDIR shared by hosts holds their folders too."""
+    return hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process of this id runs (another user's too); a pid reused counts as alive."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # another user's, or not to be judged: kept
+    return True
+
+
+def _private(info: os.stat_result) -> bool:
+    owner = getattr(os, "getuid", lambda: info.st_uid)()
+    return info.st_uid == owner and stat.S_IMODE(info.st_mode) & 0o077 == 0
 
 
 class RowSpool:
