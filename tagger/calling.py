@@ -31,12 +31,13 @@ class ErrorsFromHere:
             raise error.with_traceback(None) from None
 
 
-# `--flag` outside backticks (a `tagger run ...` quoted in backticks stays a command), and the
+# `--flag` outside backticks (a `tagger run ...` quoted in backticks stays a command), a word
+# of its own (in a path, /data/--model/in.jsonl, it is no flag), and the
 # value that may follow it: a quoted word, a URL, a number, a model name with digits, a
 # PLACEHOLDER.
 _FLAG = re.compile(
-    r"`[^`]*`|(?<![\w-])--([a-z][a-z0-9-]*)"
-    r"(?: ('[^']*'|\S*(?:://|\d)\S*?|[A-Z][A-Z_,]*)(?=[.,;:)]?(?:\s|$)))?"
+    r"`[^`]*`|(?<![^\s(])--([a-z][a-z0-9-]*)(?![\w/\\-]|\.\S)"
+    r"(?: ('[^']*'|\S*(?:://|\d)\S*?|[A-Z][A-Z_,]*)(?=[.,;:)]{0,2}(?:\s|$)))?"
 )
 
 

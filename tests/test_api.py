@@ -349,6 +349,8 @@ def test_errors_name_the_options_as_python_passes_them(llm: FakeLLM, tmp_path: P
     # A command in backticks stays a command; a flag tag() has no keyword for stays a flag.
     kept = "see `tagger run --ray -o FILE`, or tagger run --dry-run; --max-cost 2.5."
     assert python_names(kept) == kept.replace("--max-cost 2.5", "max_cost=2.5")
+    path = "/data/--model/in.jsonl: no such file (--model.txt, a--model, --models)"
+    assert python_names(path) == path
     url = "use --base-url http://127.0.0.1:8000/v1, or --model gpt-5.4-mini."
     assert python_names(url) == "use base_url='http://127.0.0.1:8000/v1', or model='gpt-5.4-mini'."
 
