@@ -159,66 +159,15 @@ def test_a_spooled_row_changed_on_disk_stops_the_run_naming_the_file(tmp_path: P
     assert not folder.path.exists()
 
 
-def test_a_killed_cascades_spool_folder_is_removed_by_the_next_one_and_nothing_else_is(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # SIGKILL (the OOM killer) leaves a copy of every row in TMPDIR: 100 GB for 200 M rows.
-    import os
-    import subprocess
-    import sys
-    import tempfile
-
-    from tagger.cascade import spool as spools
-
-    child = (
-        "import os, sys; from tagger.cascade.spool import SpoolFolder; f = SpoolFolder(); "
-        "f.spool('cheap', 1); print(f.path, flush=True); os.kill(os.getpid(), 9)"
-    )
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
-    killed = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True)
-    assert killed.returncode == -signal.SIGKILL, killed.stderr
-    left = Path(killed.stdout.decode().strip())
-    assert (left / "cheap.jsonl").exists()
-    dead = os.path.basename(left).split("-")[3]  # its process id: gone now
-    host = spools._host_mark()
-    keep = tmp_path / "keep"
-    keep.mkdir()
-    (keep / "precious").write_text("mine")
-    planted = {  # look like a dead run's folders, but are no folder of ours to remove
-        "link": tmp_path / f"tagger-cascade-{host}-{dead}-link",
-        "open": tmp_path / f"tagger-cascade-{host}-{dead}-open",
-        "live": tmp_path / f"tagger-cascade-{host}-{os.getppid()}-live",
-        "other host": tmp_path / f"tagger-cascade-0000abcd-{dead}-far",
-    }
-    planted["link"].symlink_to(keep, target_is_directory=True)
-    for name in ("open", "live", "other host"):
-        planted[name].mkdir(mode=0o755 if name == "open" else 0o700)
-        (planted[name] / "cheap.jsonl").write_text("{}")
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    folder = SpoolFolder()
-    try:
-        assert not left.exists()
-        assert all(path.exists() for path in planted.values())
-        assert (keep / "precious").read_text() == "mine"
-        assert folder.path.exists()
-    finally:
-        folder.close()
-
-
-def test_a_tmpdir_others_could_swap_the_spools_in_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import tempfile
-
+def test_a_tmpdir_others_could_swap_the_spools_in_is_refused(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o777)  # writable by all, no sticky bit: anyone renames our folder away
-    monkeypatch.setattr(tempfile, "tempdir", str(shared))
     with pytest.raises(OutputError, match=r"another user could swap them .* set TMPDIR"):
-        SpoolFolder()
+        SpoolFolder(shared)
     assert not list(shared.iterdir())
     shared.chmod(0o1777)  # as /tmp: only a folder's owner may rename it
-    SpoolFolder().close()
+    SpoolFolder(shared).close()
 
 
 def _row_fields(index: int) -> dict[str, Any]:
@@ -271,3 +220,51 @@ def test_rows_ray_never_returned_are_not_run_rows_and_a_stage_reads_only_its_pos
     assert [row.index for row in rows.rows] == list(range(2, 20))
     assert all(row.error == "not run: Ray returned no row for it" for row in rows.rows)
     assert stats.not_run == 18
+
+
+def test_a_killed_runs_spool_folder_is_removed_by_the_next_cascade_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tagger.cascade.spool import _machine
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    dead, here = int(gone.stdout), _machine()  # a process that has ended: its folder is litter
+    stale = tmp_path / f"tagger-cascade-{dead}-{here}-abc_1"
+    stale.mkdir(mode=0o700)
+    (stale / "cheap.jsonl").write_text("{}\n")
+    (stale / "out").symlink_to(tmp_path / "victim")  # a link inside is removed, not followed
+    kept = {
+        "running": tmp_path / f"tagger-cascade-{os.getpid()}-{here}-def",  # a run going on
+        "elsewhere": tmp_path / f"tagger-cascade-{dead}-0badf00d-ghi",  # another machine's run
+        "old form": tmp_path / f"tagger-cascade-{dead}",  # not named by a run of ours
+        "not a pid": tmp_path / f"tagger-cascade-x{dead}-{here}-jkl",
+        "neighbour": tmp_path / f"tagger-cascade-{dead}-{here}-mno",  # another user's
+    }
+    for path in kept.values():
+        path.mkdir()
+    try:
+        os.chown(kept["neighbour"], 65534, 65534)  # as root (CI's containers): another owner
+    except PermissionError:  # not root: no folder of another user can be made here
+        kept.pop("neighbour").rmdir()
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("mine")
+    link = tmp_path / f"tagger-cascade-{dead}-{here}-link"  # planted: a link is never followed
+    link.symlink_to(victim)
+    plain = tmp_path / f"tagger-cascade-{dead}-{here}-file"
+    plain.write_text("not a folder")
+    folder = SpoolFolder(tmp_path)
+    try:
+        assert not stale.exists()
+        assert all(path.is_dir() for path in kept.values())
+        assert link.is_symlink() and plain.read_text() == "not a folder"
+        assert (victim / "keep.txt").read_text() == "mine"
+        assert folder.path.name.startswith(f"tagger-cascade-{os.getpid()}-{here}-")
+    finally:
+        folder.close()
+    assert not folder.path.exists()

@@ -6,10 +6,6 @@ folder (mode 0700, made fresh for the run and removed after it). A row already w
 not written again (a block Ray ran twice). Reading merges the runs of ascending rows back
 into one ascending stream, holding one reader per overlapping run (one, for local stages).
 The stage's tallies (rows, answered, tokens by price) are kept as rows pass.
-
-A run killed outright (SIGKILL, the OOM killer) cannot remove its folder, which may hold a copy
-of every row; the folder's name carries this host and the run's process id, so the next cascade
-removes the folders of runs of this host that are gone (the user's own, private, never a link).
 """
 
 from __future__ import annotations
@@ -32,25 +28,27 @@ from tagger.errors import OutputError
 from tagger.files.rows import ROW_FIELDS, Row
 from tagger.usage import NO_USAGE, Usage
 
-__all__ = ["RowSpool", "SpoolFolder", "row_of_json"]
+__all__ = ["RowSpool", "SpoolFolder", "remove_stale", "row_of_json"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _ROW_FIELDS = frozenset(ROW_FIELDS)
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-
-
 _PREFIX = "tagger-cascade-"
+_STALE_NAME = re.compile(r"tagger-cascade-(?P<pid>[0-9]{1,9})-(?P<machine>[0-9a-f]{8})-[a-z0-9_]+")
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 class SpoolFolder:
     """A fresh private folder for a run's spools, removed by close() (TMPDIR decides where:
-    a run of 200 M abstracts needs room there for a copy of its rows)."""
+    a run of 200 M abstracts needs room there for a copy of its rows). It is named for the
+    process and its machine: the folders of runs that were killed (SIGKILL runs no cleanup)
+    are removed by the next cascade of the same user on the same machine."""
 
-    def __init__(self) -> None:
-        here, parent = _host_mark(), Path(tempfile.gettempdir())
-        _check_parent(parent)
-        remove_stale_folders(parent, here)
-        self.path = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{here}-{os.getpid()}-"))  # 0700
+    def __init__(self, parent: Path | None = None) -> None:
+        where = Path(parent) if parent is not None else Path(tempfile.gettempdir())
+        _check_parent(where)
+        remove_stale(where)
+        prefix = f"{_PREFIX}{os.getpid()}-{_machine()}-"
+        self.path = Path(tempfile.mkdtemp(prefix=prefix, dir=where))  # mode 0700
         self._spools: list[RowSpool] = []
 
     def spool(self, name: str, rows: int) -> RowSpool:
@@ -66,37 +64,44 @@ class SpoolFolder:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-def remove_stale_folders(parent: Path, host: str) -> None:
-    """Remove the spool folders in `parent` that runs of this host left when killed: named
-    for a process that is gone, a folder (never a link) of the user's own, mode 0700."""
-    stale = re.compile(rf"{re.escape(_PREFIX)}{re.escape(host)}-(\d{{1,10}})-[^/]*")
+def remove_stale(where: Path) -> int:
+    """Remove the spool folders killed runs left in `where`: only real folders (never a link),
+    the user's own, named by a run of this machine (a TMPDIR shared between machines holds
+    runs whose process ids mean nothing here) whose process no longer runs. How many."""
+    if not hasattr(os, "getuid"):  # no owners to check (Windows): leave them
+        return 0
     try:
-        entries = list(os.scandir(parent))
+        entries = list(os.scandir(where))
     except OSError:
-        return  # an unreadable TMPDIR: mkdtemp says what is wrong with it
+        return 0
+    machine = _machine()
+    removed = 0
     for entry in entries:
-        found = stale.fullmatch(entry.name)
-        if found is None or _alive(int(found.group(1))):
+        name = _STALE_NAME.fullmatch(entry.name)
+        if name is None or name["machine"] != machine or _alive(int(name["pid"])):
             continue
         try:
             info = entry.stat(follow_symlinks=False)
         except OSError:
             continue
-        if stat.S_ISDIR(info.st_mode) and _private(info):
-            shutil.rmtree(entry.path, ignore_errors=True)  # never follows a link inside
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid():
+            shutil.rmtree(entry.path, ignore_errors=True)  # by descriptors: links not followed
+            removed += 1
+    return removed
 
 
 def _check_parent(parent: Path) -> None:
     """OutputError for a TMPDIR where someone else could rename the run's folder and put
     theirs in its place (to read the rows or change them): another user's folder, or one
     others can write without the sticky bit (/tmp has it: only a folder's owner renames it)."""
+    if not hasattr(os, "getuid"):  # no owners to check (Windows)
+        return
     try:
         info = parent.stat()
     except OSError:
         return  # missing or unreadable: mkdtemp says so
-    owner = getattr(os, "getuid", lambda: info.st_uid)()
     sticky = bool(info.st_mode & stat.S_ISVTX)
-    if info.st_uid not in (owner, 0) or (info.st_mode & 0o022 and not sticky):
+    if info.st_uid not in (os.getuid(), 0) or (info.st_mode & 0o022 and not sticky):
         raise OutputError(
             f"not keeping a cascade's rows in {parent}: another user could swap them there "
             f"(owner uid {info.st_uid}, mode {stat.S_IMODE(info.st_mode):o}); "
@@ -104,27 +109,23 @@ def _check_parent(parent: Path) -> None:
         )
 
 
-def _host_mark() -> str:
-    """This host, as 8 hex digits: a TMPDIR shared by hosts holds their folders too."""
-    return hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+def _machine() -> str:
+    """A short fixed-form tag of this machine's name (a name may hold any character)."""
+    name = socket.gethostname().encode("utf-8", "surrogateescape")
+    return hashlib.blake2s(name, digest_size=4).hexdigest()
 
 
 def _alive(pid: int) -> bool:
-    """Whether a process of this id runs (another user's too); a pid reused counts as alive."""
-    if pid == os.getpid():
+    """Whether a process runs under this id (anything unclear counts as running)."""
+    if not 0 < pid < 2**22:  # above Linux's largest process id: not a pid
         return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except (PermissionError, OverflowError, OSError):
-        return True  # another user's, or not to be judged: kept
+    except OSError:  # another user's process, or no permission to ask: it runs
+        return True
     return True
-
-
-def _private(info: os.stat_result) -> bool:
-    owner = getattr(os, "getuid", lambda: info.st_uid)()
-    return info.st_uid == owner and stat.S_IMODE(info.st_mode) & 0o077 == 0
 
 
 class RowSpool:
