@@ -92,9 +92,11 @@ def test_the_tables_own_row_wins_over_the_servers_date() -> None:
         ({"shutdown": "2026-10-23", "deprecated": "soon"}, "dates must be YYYY-MM-DD"),
         ({"shutdown": "2026-10-23", "deprecated": "2026-11-01"}, "deprecated after its shutdown"),
         ({}, "dates must be YYYY-MM-DD"),
+        # A TOML date-time is no day (compared with today's date it would raise TypeError).
+        ({"shutdown": dt.datetime(2026, 10, 23, 12)}, "dates must be YYYY-MM-DD"),
     ],
 )
-def test_a_bad_lifecycle_row_is_refused_naming_it(row: dict[str, str], problem: str) -> None:
+def test_a_bad_lifecycle_row_is_refused_naming_it(row: dict[str, object], problem: str) -> None:
     with pytest.raises(ValueError, match=f"lifecycle m: {problem}"):
         parse_lifecycles({"lifecycle": {"m": row}})
 

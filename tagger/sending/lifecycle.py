@@ -55,6 +55,8 @@ class Lifecycle:
 
 def parse_day(value: object) -> dt.date | None:
     """A YYYY-MM-DD day from data or a server, or None if it is not one."""
+    if isinstance(value, dt.datetime):  # a moment (TOML's 2026-10-23T00:00): no plain day
+        return None
     if isinstance(value, dt.date):
         return value
     if not isinstance(value, str) or not _DAY.fullmatch(value):
