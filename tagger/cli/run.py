@@ -85,7 +85,10 @@ def run(
             envvar="TAGGER_PER_REQUEST",
             min=1,
             max=MAX_PER_REQUEST,
-            help="Abstracts asked about in one request (a prompt that packs, e.g. tag@v3).",
+            help=(
+                "Abstracts asked about in one request or --batch line (a prompt that packs, "
+                "e.g. tag@v3)."
+            ),
             show_default=(
                 f"{defaults.PER_REQUEST} on OpenAI's API for a model with a cached-input price, "
                 "else 1"

@@ -79,9 +79,9 @@ def print_dry_run(console: Console, report: DryRunReport) -> None:
     table.add_row("already cached", str(report.cached))
     table.add_row("to send", str(report.unique - report.cached))
     if report.per_request > 1:
+        first = "batch lines, the first sent live as a test" if report.batch else "the first alone"
         table.add_row(
-            "requests",
-            f"{report.requests} (up to {report.per_request} abstracts each; the first alone)",
+            "requests", f"{report.requests} (up to {report.per_request} abstracts each; {first})"
         )
     tokens = f"{report.usage.prompt_tokens} in"
     if report.usage.cached_input_tokens:

@@ -110,6 +110,7 @@ class RunEstimate:
         self.usage = Usage()
         self.requests = 0
         self.floor = Usage()  # the abstracts' own tokens and the answers': the least possible
+        self.first = Usage()  # the first request's (a batch's canary, sent live)
 
     def add(self, estimate: RequestEstimate, own_tokens: int) -> None:
         """Count one request; `own_tokens`: its abstract's (and title's) own tokens."""
@@ -117,6 +118,7 @@ class RunEstimate:
         if self.requests == 0:  # nothing is in the cache before the first answer
             expected = Usage(expected.prompt_tokens, expected.completion_tokens, 0,
                              expected.reasoning_tokens)  # fmt: skip
+            self.first = expected
         self.usage += expected
         self.floor += Usage(own_tokens, expected.completion_tokens - expected.reasoning_tokens)
         self.requests += 1

@@ -2,7 +2,8 @@
 
 The requests are grouped as the run sends them: the first abstract alone (the mode probe's
 request, paying its prompt in full), the rest `per_request` to a request (tagger.pipeline.
-packing), each estimated by the run's estimator (tagger.pipeline.estimate).
+packing), each estimated by the run's estimator (tagger.pipeline.estimate). A batch's lines
+are all packs (tagger.batch.lines), the first of them sent live as the batch's canary.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ class DryRunReport:
     cache_note: str = ""  # how the provider's prompt cache enters the estimate
     per_request: int = 1  # abstracts per request (--per-request)
     requests: int = 0  # chat requests expected, none repeated
+    batch: bool = False  # --batch: the requests are a batch's lines
+    # --batch: every line at Batch API prices but the first, sent live as the batch's canary.
+    batch_cost: float | None = None
 
 
 def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunReport:
@@ -63,7 +67,8 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
     first: list[dict[str, str]] = []
     asked = _Asked(plan, cache)
     try:
-        for group in _requests(asked.abstracts(scan), per_request):
+        first_alone = config.batch is None  # a batch's first line is its canary, a whole pack
+        for group in _requests(asked.abstracts(scan), per_request, first_alone=first_alone):
             items = [(abstract.text, abstract.title) for abstract in group]
             if len(items) == 1:
                 text, title = items[0]
@@ -83,6 +88,11 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
     flex = tier == "flex"
     usage = total.usage
     uncached = Usage(usage.prompt_tokens, usage.completion_tokens, 0, usage.reasoning_tokens)
+    batch_cost = None
+    if config.batch is not None:
+        canary = prices.cost(model, total.first)
+        lines = prices.cost(model, usage - total.first, batch=True)
+        batch_cost = None if canary is None or lines is None else canary + lines
     return DryRunReport(
         items=scan.count,
         unique=scan.unique,
@@ -102,6 +112,8 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
         cache_note=_cache_note(estimator, mode, prices, config),
         per_request=per_request,
         requests=total.requests,
+        batch=config.batch is not None,
+        batch_cost=batch_cost,
     )
 
 
@@ -126,10 +138,13 @@ class _Asked:
             yield abstract
 
 
-def _requests(abstracts: Iterator[Abstract], per_request: int) -> Iterator[list[Abstract]]:
-    """The abstracts as the run sends them: the first alone, then per_request at a time."""
+def _requests(
+    abstracts: Iterator[Abstract], per_request: int, *, first_alone: bool = True
+) -> Iterator[list[Abstract]]:
+    """The abstracts as the run sends them: the first alone (unless not `first_alone`), then
+    per_request at a time."""
     group: list[Abstract] = []
-    alone = True
+    alone = first_alone
     for abstract in abstracts:
         group.append(abstract)
         if alone or len(group) == per_request:

@@ -36,7 +36,7 @@ from tagger.pipeline.item import ItemTagger, ProbeSnapshot
 from tagger.pipeline.outcome import Outcome
 from tagger.pipeline.pack import own_prompt_tokens, pack_params, split_pack
 from tagger.pipeline.packshare import share_usage
-from tagger.pipeline.policy import Action, Failure, ItemState
+from tagger.pipeline.policy import Action, ItemState
 from tagger.pipeline.request import render_pack
 from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
@@ -81,13 +81,12 @@ class PackCounts:
 
 
 def per_request_for(config: RunConfig, prompt: Prompt, prices: PriceTable) -> int:
-    """Abstracts per request: --per-request, else what tagger.defaults chooses for the
-    server (packs where the provider bills prompt caching) when the prompt packs, else 1.
+    """Abstracts per request (a batch's per line, alike): --per-request, else what
+    tagger.defaults chooses for the server (packs where the provider bills prompt caching)
+    when the prompt packs, else 1.
 
     ConfigError for more than one with a prompt that asks about one abstract per request.
     """
-    if config.batch is not None:
-        return 1  # Batch API lines ask about one abstract each (Batch already halves the price)
     given = config.per_request
     if given is not None:
         if given > 1 and not prompt.packs:
@@ -289,12 +288,11 @@ class PackingTagger:
         own = own_prompt_tokens([(waiting.text, waiting.title) for waiting in taken])
         shares = share_usage(reply.usage if reply is not None else NO_USAGE, own, [0] * len(own))
         for waiting, usage in zip(taken, shares, strict=True):
-            state = ItemState(attempts=sent, usage=usage)
-            if not self.single.policy.can_send(state):
-                decision = self.single.policy.on_failure(state, Failure(reason, retryable=False))
-                _settle(waiting, Outcome(error=decision.reason, usage=state.usage))
+            decision = self.single.policy.on_unusable_pack(ItemState(attempts=sent), usage, reason)
+            if decision.action is Action.FAIL:
+                _settle(waiting, Outcome(error=decision.reason, usage=decision.state.usage))
                 continue
-            self._start(self._alone(waiting, state))
+            self._start(self._alone(waiting, decision.state))
 
 
 def _settle(waiting: _Waiting, result: Outcome | BaseException) -> None:
