@@ -25,6 +25,7 @@ from pathlib import Path
 from common import ROOT, fake_server, seed_texts
 
 from tagger.config import ClientConfig, Mode, RunConfig
+from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.ray.actors import Limits, RayLink, start_limiter
 from tagger.ray.gate import ClusterGate
@@ -53,7 +54,7 @@ async def simulate(url: str, actors: int, per_minute: int, seconds: float, concu
         prompts_dir=ROOT / "prompts",
         concurrency=concurrency,
     )
-    plan = RunPlan.load(config)
+    plan = RunPlan.load(config, PriceTable())
     handle = start_limiter(Limits(rpm=per_minute))
     texts = seed_texts()
     CountingLink.grants, CountingLink.waited = 0, 0.0

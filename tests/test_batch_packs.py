@@ -47,10 +47,11 @@ def _batch(
 
 
 def _truth(cli: TaggerCLI, inputs: Path | None = None) -> list[dict[str, Any]]:
-    """The rows of a live run asking about each abstract alone."""
+    """The rows of a live run asking about each abstract alone (in the packing prompt's form:
+    without --prompt, one abstract per request gets tag@v2)."""
     out = cli.tmp / "truth" / "out.jsonl"
     more = {"inputs": [inputs]} if inputs is not None else {}
-    result = cli.run("--model", MODEL, "--per-request", 1, out=out,
+    result = cli.run("--model", MODEL, "--per-request", 1, "--prompt", "tag@v3", out=out,
                      cache_dir=cli.tmp / "truth" / "cache", **more)  # fmt: skip
     assert result.exit_code == 0, result.output
     return cli.rows(out)
@@ -100,7 +101,7 @@ def test_pack_lines_write_the_rows_one_abstract_per_request_writes(
     chats = tagger_cli.chats()
     # One abstract per line, against a server of its own (a prompt cache of its own).
     other = TaggerCLI(fake_server(areas=taxonomy_ids(), openai_rules=True), tagger_cli.tmp)
-    alone_rows, alone = _batch(other, "alone", "--per-request", 1)
+    alone_rows, alone = _batch(other, "alone", "--per-request", 1, "--prompt", "tag@v3")
     truth = _truth(tagger_cli)
 
     assert _answers(rows) == _answers(truth) == _answers(alone_rows)

@@ -115,7 +115,7 @@ def test_openai_api_is_sent_one_prompt_cache_key_per_plan(tmp_path: Path) -> Non
             model=MODEL, prompt=prompt, prompts_dir=PROMPTS_DIR, api_key=TEST_KEY,
             base_url=base_url,
         ).config()  # fmt: skip
-        plan = RunPlan.load(config)
+        plan = RunPlan.load(config, PriceTable())
         rules = request_rules(config.client, plan.prompt.params, cache_key=plan.prompt_cache_key)
         messages = [{"role": "user", "content": "x"}]
         return build_request(MODEL, messages, Mode.JSON_SCHEMA, plan.schema,

@@ -29,7 +29,11 @@ def _answers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _truth(cli: TaggerCLI, small: Path) -> list[dict[str, Any]]:
     out = cli.tmp / "truth.jsonl"
-    result = cli.run("--per-request", 1, inputs=[small], out=out, cache_dir=cli.tmp / "truth")
+    # The packing prompt's form (without --prompt, one abstract per request gets tag@v2).
+    result = cli.run(
+        "--per-request", 1, "--prompt", "tag@v3", inputs=[small], out=out,
+        cache_dir=cli.tmp / "truth",
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
     return cli.rows(out)
 

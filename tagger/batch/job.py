@@ -74,7 +74,7 @@ async def run_batch_job(
     check_batch_options(config)
     # A bad prompt, or --per-request with one that asks about one abstract, is refused
     # before anything is asked.
-    per_request_for(config, RunPlan.load(config).prompt, prices)
+    per_request_for(config, RunPlan.load(config, prices).prompt, prices)
     target = OutputFile(output, scan.files) if output is not None and writer is None else None
     try:
         config = await settled_model(config)
@@ -84,7 +84,7 @@ async def run_batch_job(
             target.release()
         raise
     assert config.batch is not None
-    plan = RunPlan.load(config)
+    plan = RunPlan.load(config, prices)
     per_request = per_request_for(config, plan.prompt, prices)  # abstracts per line, at most
     cache = AnswerCache(config.cache_dir)
     api = BatchAPI(config.client)

@@ -108,12 +108,11 @@ def run_batch(
     from tagger.batch.job import run_batch_job
     from tagger.cli.tables import print_summary
     from tagger.pipeline.bar import BarProgress
-    from tagger.prompting.prompts import load_prompt
+    from tagger.prompting.plan import run_prompt
 
     destination = None if str(command.output) == "-" else command.output
     sink = BarProgress(console, scanned.count, show=not command.quiet)
-    prompt_ref = load_prompt(config.prompts_dir, config.prompt_ref).ref
-    rerun = rerun_command(command, options, prompt_ref)
+    rerun = rerun_command(command, options, run_prompt(config, prices).ref)
     run = run_batch_job(
         config,
         scanned,

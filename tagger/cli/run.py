@@ -55,7 +55,10 @@ def run(
         typer.Option(
             envvar="TAGGER_PROMPT",
             help="Prompt version, e.g. tag@v1 (see `tagger prompts`).",
-            show_default="newest",
+            show_default=(
+                "tag's newest that packs (tag@v3) when the run sends several abstracts per "
+                "request, else its newest that asks about one (tag@v2)"
+            ),
             metavar="NAME@VERSION",
         ),
     ] = None,

@@ -38,6 +38,7 @@ class DryRunReport:
     usage: Usage  # estimated
     cost: float | None
     model: str = ""
+    prompt: str = ""  # the prompt's name@version (without --prompt: the default for the run)
     price_row: str | None = None  # the prices row the cost came from (None: not priced)
     price_note: str = ""  # that row's date and source, or the closest priced names
     service_tier: str = "default"
@@ -56,7 +57,7 @@ class DryRunReport:
 
 def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunReport:
     """Count, render the first prompt and estimate tokens and cost; no key, no request."""
-    plan = RunPlan.load(config)
+    plan = RunPlan.load(config, prices)
     per_request = per_request_for(config, plan.prompt, prices)
     cache = AnswerCache.open_existing(config.cache_dir) if config.use_cache else None
     mode = config.mode or ModeProbe(None).mode
@@ -101,6 +102,7 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
         usage=usage,
         cost=prices.cost(model, usage, flex=flex),
         model=model,
+        prompt=plan.prompt.ref,
         price_row=prices.entry(model),
         price_note=price_note(prices, model),
         service_tier=tier,

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tagger.config import RunConfig
-from tagger.defaults import default_per_request
 from tagger.errors import (
     BudgetExceeded,
     ConfigError,
@@ -40,6 +39,7 @@ from tagger.pipeline.policy import Action, ItemState
 from tagger.pipeline.request import render_pack
 from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
+from tagger.prompting.plan import wanted_per_request
 from tagger.prompting.prompts import DEFAULT_PROMPT_NAME, Prompt, list_prompts
 from tagger.sending.client import AttemptBudget
 from tagger.sending.reply import Reply
@@ -81,28 +81,23 @@ class PackCounts:
 
 
 def per_request_for(config: RunConfig, prompt: Prompt, prices: PriceTable) -> int:
-    """Abstracts per request (a batch's per line, alike): --per-request, else what
-    tagger.defaults chooses for the server (packs where the provider bills prompt caching)
-    when the prompt packs, else 1.
+    """Abstracts per request (a batch's per line, alike): what the run wants
+    (tagger.prompting.plan.wanted_per_request: --per-request, else several where the
+    provider bills prompt caching) when the prompt packs, else 1.
 
     ConfigError for more than one with a prompt that asks about one abstract per request.
     """
     given = config.per_request
-    if given is not None:
-        if given > 1 and not prompt.packs:
-            can = [p for p in list_prompts(config.prompts_dir) if p.packs]
-            # The same prompt's newest version that packs, else the default prompt's, else any.
-            can.sort(key=lambda p: (p.name == prompt.name, p.name == DEFAULT_PROMPT_NAME))
-            instead = f"use --prompt {can[-1].ref}, which does" if can else "no prompt here does"
-            raise ConfigError(
-                f"--per-request {given}: {prompt.ref} asks about one abstract per request; "
-                f"{instead}, or drop --per-request"
-            )
-        return given
-    if not prompt.packs:
-        return 1
-    billed = prices.cache_rule(config.client.model) is not None
-    return default_per_request(config.client.effective_base_url, caches_prompts=billed)
+    if given is not None and given > 1 and not prompt.packs:
+        can = [p for p in list_prompts(config.prompts_dir) if p.packs]
+        # The same prompt's newest version that packs, else the default prompt's, else any.
+        can.sort(key=lambda p: (p.name == prompt.name, p.name == DEFAULT_PROMPT_NAME))
+        instead = f"use --prompt {can[-1].ref}, which does" if can else "no prompt here does"
+        raise ConfigError(
+            f"--per-request {given}: {prompt.ref} asks about one abstract per request; "
+            f"{instead}, or drop --per-request"
+        )
+    return wanted_per_request(config, prices) if prompt.packs else 1
 
 
 class PackingTagger:

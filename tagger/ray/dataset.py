@@ -104,7 +104,7 @@ def limits_of(config: RunConfig, prices: PriceTable | None = None) -> Limits:
         max_cost=config.max_cost,
         model=config.client.model,
         prices=prices,
-        completion_bound=completion_bound(RunPlan.load(config), per_request(config, table)),
+        completion_bound=completion_bound(RunPlan.load(config, table), per_request(config, table)),
         flex=flex,
     )
 
@@ -122,7 +122,7 @@ def completion_bound(plan: RunPlan, packed: int = 1) -> int:
 
 def per_request(config: RunConfig, prices: PriceTable) -> int:
     """Abstracts per request on Ray: a local run's choice (each actor packs its own records)."""
-    return per_request_for(config, RunPlan.load(config).prompt, prices)
+    return per_request_for(config, RunPlan.load(config, prices).prompt, prices)
 
 
 def tag_dataset_with(
@@ -152,10 +152,11 @@ def tag_dataset_with(
 
     # The actors open the cache by this path, from their own working directory.
     config = config.model_copy(update={"cache_dir": config.cache_dir.resolve()})
-    plan = RunPlan.load(config)  # on the driver: a bad prompt fails here, before any actor
+    table = prices or PriceTable()
+    plan = RunPlan.load(config, table)  # on the driver: a bad prompt fails here, before any actor
     if limiter is None:
         limiter = start_limiter(limits_of(config, prices))
-    packed = per_request(config, prices or PriceTable())
+    packed = per_request(config, table)
     settings = StageSettings.from_plan(
         plan,
         tuple(base_urls),
