@@ -72,8 +72,10 @@ def test_a_request_sent_and_never_answered_is_charged_its_worst(
 
     outcome = asyncio.run(run())
     assert outcome == "RequestFailed" and [r.fault for r in fake.chats()] == [fault]
-    # Held at its worst when let go, charged its worst after: 1,000 in and 400 out.
-    assert guard.used == ESTIMATE.worst() == Usage(prompt_tokens=1000, completion_tokens=400)
+    # Held at its worst when let go, charged its worst after: 1,000 in (each at the dearest
+    # prompt price: written to the cache; "m" bills no writes, so at its input price), 400 out.
+    worst = Usage(prompt_tokens=1000, completion_tokens=400, cache_write_tokens=1000)
+    assert guard.used == ESTIMATE.worst() == worst
     assert _cost(guard.used) == pytest.approx(0.0034)
 
 
