@@ -253,12 +253,15 @@ HELP_EXAMPLES_ORDER = [
 ]
 
 
-def test_every_help_example_runs(fake_server: StartFake, tmp_path: Path) -> None:
+def test_every_help_example_runs(fake_server: StartFake, tmp_path: Path, ray_cluster: str) -> None:
     from tagger.cli.helpstyle import EXAMPLES
 
     assert set(EXAMPLES) <= set(HELP_EXAMPLES_ORDER), "add the new example to HELP_EXAMPLES_ORDER"
     script = "\n".join(EXAMPLES.get(step, step) for step in HELP_EXAMPLES_ORDER)
     reader = _scratch(tmp_path, fake_server)
+    # Its `--ray` example joins the session's Ray (RAY_ADDRESS, as a reader on a cluster would):
+    # starting a local one costs seconds, and docs/ray.md's example still starts its own.
+    reader.env["RAY_ADDRESS"] = ray_cluster
     try:
         reader.run(Block(Path(__file__), 0, "sh", script + "\n", None))
     finally:

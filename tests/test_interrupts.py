@@ -46,7 +46,7 @@ def test_sigkill_at_random_moments_loses_nothing(
     previous_bytes = out.read_bytes()
     assert_rows_match(read_rows(out), previous)
 
-    inputs = write_inputs(tmp_path / "in.jsonl", 800, seed=2)
+    inputs = write_inputs(tmp_path / "in.jsonl", 400, seed=2)  # more than 3 kills commit
     args = run_args(inputs.path, out, llm.base_url, cache, "--concurrency", 32)
     cached_before: set[str] = set()
     # Each run is killed once it has committed a random number of new answers: the kill lands
@@ -105,7 +105,7 @@ def test_ctrl_c_stops_sending_writes_every_row_and_resumes(
     concurrency = 4
     out = tmp_path / "out.jsonl"
     log = tmp_path / "tagger.log"
-    inputs = write_inputs(tmp_path / "in.jsonl", 400, seed=3)
+    inputs = write_inputs(tmp_path / "in.jsonl", 60, seed=3)  # more than 3 rounds answered
     args = run_args(
         inputs.path, out, llm.base_url, tmp_path / "cache", "--concurrency", concurrency
     )
