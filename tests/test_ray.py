@@ -159,7 +159,7 @@ def test_a_per_second_limit_holds_for_the_actors_together_with_no_429(
     fake = fake_server()
     per_minute = 1200  # enforced as 20 in any sliding second
     fake.rpm_limit, fake.rate_window, fake.per_second = per_minute, 60.0, True
-    inputs = write_inputs(tmp_path / "in.jsonl", 100)
+    inputs = write_inputs(tmp_path / "in.jsonl", 60)  # three seconds' worth
     out = tmp_path / "out.jsonl"
     # The driver in a process of its own: in this one it would share the fake's interpreter
     # lock, and a stall of the fake's thread makes requests that left evenly arrive bunched.
