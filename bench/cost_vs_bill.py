@@ -2,9 +2,9 @@
 
     python bench/cost_vs_bill.py [--model gpt-5.4-nano] [--setups SETUP,...] [--thousand]
 
-A setup is PROMPT[:K][:live|flex|batch] (K: abstracts per request, --per-request; a batch's
-lines ask about one abstract each). For each, on the 57 seed abstracts: the dry run's estimate,
-then the same run against a fresh fake server that bills OpenAI's prompt caching
+A setup is PROMPT[:K][:live|flex|batch] (K: abstracts per request, --per-request; per line in
+a batch, whose first line goes live as its canary). For each, on the 57 seed abstracts: the dry
+run's estimate, then the same run against a fresh fake server that bills OpenAI's prompt caching
 (tests/fakeserver.py, PromptCache: exact prefixes of 1,024+ tokens in 128-token steps, the
 schema first; tests/fakepack.py answers a pack as each abstract alone). Prints estimate / bill
 (goal: within 15%), cached tokens, output tokens per answer, bill / floor (the abstracts' own
@@ -27,7 +27,7 @@ from common import ROOT, run_args, run_tagger, seed_texts
 
 from tagger.files.abstracts import scan
 from tagger.options import RunOptions
-from tagger.pipeline.forecast import dry_run
+from tagger.pipeline.forecast import DryRunReport, dry_run
 from tagger.pricing import PriceTable
 from tests.fakeserver import FakeLLM
 from tests.harness import taxonomy_ids
@@ -35,7 +35,9 @@ from tests.harness import taxonomy_ids
 DEFAULT_SETUPS = (
     "tag@v2:1:live,tag-compact@v2:1:live,tag@v3:1:live,tag@v3:4:live,tag@v3:8:live,"
     "tag@v3:16:live,tag-compact@v3:8:live,tag@v3:8:flex,tag-compact@v3:8:flex,"
-    "tag@v2:1:batch,tag-compact@v2:1:batch,tag@v3:1:batch,tag-compact@v3:1:batch"
+    "tag-compact@v3:16:flex,tag@v3:8:batch,tag@v3:16:batch,tag-compact@v3:8:batch,"
+    "tag-compact@v3:16:batch,tag@v3:1:batch,tag-compact@v3:1:batch,tag@v2:1:batch,"
+    "tag-compact@v2:1:batch"
 )
 
 
@@ -60,7 +62,9 @@ def main() -> int:
             report = _estimate(seeds, prompt, size, tier, args.model)
             manifest = _run(seeds, prompt, size, tier, args.model, Path(tmp))
             prices, batch = PriceTable(), tier == "batch"
-            estimate = prices.cost(args.model, report.usage, batch=batch, flex=tier == "flex")
+            # A batch's estimate prices its canary line live, the rest at Batch API prices.
+            live = prices.cost(args.model, report.usage, flex=tier == "flex")
+            estimate = report.batch_cost if batch else live
             bill, floor = manifest["estimated_cost_usd"], manifest["floor"]
             worst = max(worst, abs((estimate or 0.0) / bill - 1))
             per_answer = floor["answer_tokens"] / max(1, manifest["ok"])
@@ -75,16 +79,16 @@ def main() -> int:
             if args.thousand:
                 big = _run(thousand, prompt, size, tier, args.model, Path(tmp))
                 per_1000 = big["estimated_cost_usd"] / big["ok"] * 1000
-                line += f" · per 1,000 ${per_1000:.4f} (bill/floor {big['floor']['bill_to_floor']})"
+                line += f" · per 1,000 ${per_1000:.5f} (bill/floor {big['floor']['bill_to_floor']})"
                 cheapest = min(cheapest, (per_1000, setup))
             print(line, flush=True)
     print(f"largest estimate error: {100 * worst:.1f}% (goal: within 15%)")
     if args.thousand:
-        print(f"cheapest per 1,000: {cheapest[1]} ${cheapest[0]:.4f}")
+        print(f"cheapest per 1,000: {cheapest[1]} ${cheapest[0]:.5f}")
     return 0 if worst <= 0.15 else 1
 
 
-def _estimate(source: Path, prompt: str, size: str, tier: str, model: str) -> object:
+def _estimate(source: Path, prompt: str, size: str, tier: str, model: str) -> DryRunReport:
     with tempfile.TemporaryDirectory() as tmp:
         options = RunOptions(
             model=model, prompt=prompt, prompts_dir=ROOT / "prompts", api_key="sk-bench",
@@ -104,7 +108,7 @@ def _run(source: Path, prompt: str, size: str, tier: str, model: str, tmp: Path)
         out = Path(run_dir) / "out.jsonl"
         extra = ["--model", model, "--prompt", prompt, "-q", "--cache-dir", f"{run_dir}/cache"]
         extra += ["--batch", "--batch-poll", "0.01"] if tier == "batch" else []
-        extra += ["--per-request", size] if tier != "batch" else []
+        extra += ["--per-request", size]
         extra += ["--service-tier", "flex"] if tier == "flex" else []
         run_tagger(run_args(source, out, fake.base_url, *extra))
         return json.loads(out.with_name("out.manifest.json").read_text())  # type: ignore[no-any-return]

@@ -35,6 +35,7 @@ from common import ROOT, fake_server, run_args, write_abstracts
 from tagger.config import ClientConfig, Mode, RunConfig
 from tagger.files.abstracts import iter_abstracts, scan
 from tagger.pipeline.request import build_request, render_messages
+from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 
 GOAL = 0.85
@@ -53,7 +54,7 @@ class Timing:
 def write_requests(source: Path, path: Path, url: str, *, logprobs: bool) -> Path:
     """The chat-completions bodies tagger sends for source, one per line, for the bare loop."""
     config = RunConfig(client=ClientConfig(base_url=url), prompts_dir=ROOT / "prompts")
-    plan = RunPlan.load(config)
+    plan = RunPlan.load(config, PriceTable())
     with path.open("w", encoding="utf-8") as out:
         for abstract in iter_abstracts(scan([source]).files):
             messages = render_messages(

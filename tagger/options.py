@@ -84,7 +84,7 @@ class RunOptions(BaseModel):
     model: str | None = None  # None: a local server's only model, else defaults.MODEL
     base_url: str | None = None
     api_key: SecretStr | None = None
-    prompt: str | None = None  # NAME@VERSION; None: the newest
+    prompt: str | None = None  # NAME@VERSION; None: the default (tagger.prompting.plan.run_prompt)
     prompts_dir: Path | None = None  # None: ./prompts, else the installed copy
     mode: Mode | None = None  # None: detect
     concurrency: int | None = Field(None, ge=1)  # None: chosen for the server

@@ -48,7 +48,7 @@ def ray_config(base_url: str, cache: Path, **client: Any) -> RunConfig:
 def run_stage(config: RunConfig, inputs: Path) -> StageRun:
     """The driver's part (model settled, canary sent), then one actor's, on every record."""
     config = settle(config)
-    plan = RunPlan.load(config)
+    plan = RunPlan.load(config, PriceTable())
     scanned = scan([inputs])
     canary = ray_canary(plan, scanned, frozenset(), PriceTable())
     settings = StageSettings.from_plan(plan, learned=canary.learned, canary_rows=canary.rows)

@@ -181,10 +181,12 @@ def cached_ids(cache_dir: Path, url: str, inputs: Inputs) -> set[str]:
     from tagger.config import ClientConfig, RunConfig
     from tagger.files.abstracts import iter_abstracts
     from tagger.pipeline.cache import AnswerCache
+    from tagger.pricing import PriceTable
     from tagger.prompting.plan import RunPlan
 
     plan = RunPlan.load(
-        RunConfig(client=ClientConfig(model=MODEL, base_url=url), prompts_dir=PROMPTS_DIR)
+        RunConfig(client=ClientConfig(model=MODEL, base_url=url), prompts_dir=PROMPTS_DIR),
+        PriceTable(),
     )
     cache = AnswerCache(cache_dir)
     try:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,6 +84,10 @@ def test_leftovers_sent_live_stop_at_the_spend_limit(tagger_cli: TaggerCLI) -> N
                                         "cached": 292}  # fmt: skip
     unrun = [row["error"] for row in rows if row["status"] != "ok"]
     assert len(unrun) == 5 and all("--max-requests" in error for error in unrun)
+    # The user's cap, not what the batch rounds left of it, and what was left.
+    cap = 1 + LINES + 3
+    said = f"--max-requests {cap} reached (the batch rounds sent {cap - 3}; 3 were left)"
+    assert all(said in error for error in unrun), unrun[0]
     # Raising the limit finishes them, live again: nothing is paid twice.
     again = batch_run(tagger_cli, inputs=[_corpus(tagger_cli)])
     assert again.exit_code == 0, again.output
@@ -100,16 +106,35 @@ def test_without_an_expiry_a_repair_still_goes_into_a_batch_round(
     assert len(tagger_cli.fake.batches.created) == 2 and _leftovers_sent(tagger_cli) == []
 
 
+def _billed_at_worst(prompt: int, limit: int) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
+    """A reply hook billing every answer what its request is held at: tagger's prompt estimate,
+    nothing cached, and its whole token limit."""
+
+    def hook(user: str, body: dict[str, Any]) -> dict[str, Any]:
+        body["usage"].update(prompt_tokens=prompt, completion_tokens=limit)
+        return body
+
+    return hook
+
+
 def test_leftovers_sent_live_never_take_the_run_over_max_cost(tagger_cli: TaggerCLI) -> None:
     corpus = _corpus(tagger_cli)
-    # What the batch of 300 lines holds against --max-cost, from the same job in another cache.
+    # What the batch of 300 lines holds against --max-cost (each line at its worst), from the
+    # same job submitted and left in another cache.
     elsewhere = tagger_cli.tmp / "other-cache"
-    _expiring(tagger_cli, "complete")
     other_out = tagger_cli.tmp / "other.jsonl"
-    assert batch_run(tagger_cli, inputs=[corpus], cache_dir=elsewhere, out=other_out).exit_code == 0
+    left = batch_run(tagger_cli, "--detach", inputs=[corpus], cache_dir=elsewhere, out=other_out)
+    assert left.exit_code == 0, left.output
     (job_file,) = (elsewhere / "batches").glob("*.json")
-    held = json.loads(job_file.read_text())["estimated_cost"]
+    job = json.loads(job_file.read_text())
+    held = job["estimated_cost"]
     before = len(tagger_cli.chats())  # that job's own canary
+    # Every answer billed at its worst: the bill of a collected batch, which replaces what its
+    # lines were held at, gives back only the lines it never ran (8 of them: ~4 live requests).
+    assert tagger_cli.fake.batches is not None
+    body = tagger_cli.fake.batches.created[-1].parsed()[0]["body"]
+    prompt = max(item.get("estimate", {}).get("prompt_tokens", 0) for item in job["items"].values())
+    tagger_cli.fake.reply_hook = _billed_at_worst(prompt, body["max_completion_tokens"])
     cap = held * (1 + 5 / ITEMS)  # the batch, and about five lines' worth more: 2-3 live
     _expiring(tagger_cli, "expire:291")  # 8 left
     result = batch_run(tagger_cli, "--max-cost", cap, inputs=[corpus])
@@ -121,5 +146,7 @@ def test_leftovers_sent_live_never_take_the_run_over_max_cost(tagger_cli: Tagger
     manifest = tagger_cli.manifest()
     assert manifest["estimated_cost_usd"] <= cap
     assert manifest["not_run"] == 8 - sent_live
-    assert all("--max-cost" in r["error"] for r in tagger_cli.rows() if r["status"] != "ok")
+    errors = [r["error"] for r in tagger_cli.rows() if r["status"] != "ok"]
+    assert all(f"--max-cost ${cap:g} reached (the batch rounds spent $" in e for e in errors)
+    assert all("was left)" in e for e in errors), errors[0]
     assert f"{sent_live} abstract" in result.output  # those tagged, not those the cap refused

@@ -134,7 +134,7 @@ def test_a_repeat_answered_since_the_bulk_read_is_served_from_the_cache(tmp_path
     abstracts = [Abstract(f"a{i}", t, "in.jsonl", i, i + 1) for i, t in enumerate(texts)]
     config = _config(tmp_path, "http://127.0.0.1:9/v1", concurrency)
     scanned = InputScan([], len(abstracts), len(set(texts)), {}, given=tuple(abstracts))
-    plan = RunPlan.load(config)
+    plan = RunPlan.load(config, PriceTable())
     tagger = _InstantTagger(hold=texts[first_at])
     client = LLMClient(config.client, SendGate(), request_rules(config.client, plan.prompt.params))
     cache = AnswerCache(config.cache_dir)

@@ -191,6 +191,7 @@ def test_rows_ray_never_returned_are_not_run_rows_and_a_stage_reads_only_its_pos
     from tagger.files.abstracts import scan
     from tagger.files.rows import RowList
     from tagger.pipeline.stats import RunStats
+    from tagger.pricing import PriceTable
     from tagger.prompting.plan import RunPlan
     from tests.harness import PROMPTS_DIR
 
@@ -204,7 +205,7 @@ def test_rows_ray_never_returned_are_not_run_rows_and_a_stage_reads_only_its_pos
     rows, stats = RowList(), RunStats(items=2)
     client = ClientConfig(base_url="http://127.0.0.1:9/v1", api_key=SecretStr("sk-test"))
     config = RunConfig(client=client, prompts_dir=PROMPTS_DIR, cache_dir=tmp_path / "cache")
-    plan = RunPlan.load(config)
+    plan = RunPlan.load(config, PriceTable())
     assert _fill_missing(scanned, seen, rows, plan, stats) == 18
     assert [row.index for row in rows.rows] == list(range(2, 20))
     assert all(row.error == "not run: Ray returned no row for it" for row in rows.rows)

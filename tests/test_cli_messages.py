@@ -102,9 +102,18 @@ def test_prompts_lists_taxonomy_and_synonyms_with_defaults(tagger_cli: TaggerCLI
         assert len(found) == 1, (first_cell, result.stdout)
         return found[0]
 
-    default = load_prompt(PROMPTS_DIR, None).ref
+    # Two defaults: a run that packs gets the newest version that packs, one that sends an
+    # abstract per request the newest that asks about one.
+    packed, single = (load_prompt(PROMPTS_DIR, None, packs=packs) for packs in (True, False))
+    assert (packed.ref, single.ref) == ("tag@v3", "tag@v2")
     for prompt in list_prompts(PROMPTS_DIR):
-        assert ("default" in row(prompt.ref)) == (prompt.ref == default), prompt.ref
+        marked = "default" in row(prompt.ref)
+        assert marked == (prompt.ref in (packed.ref, single.ref)), prompt.ref
+    # Which is which, in the mark's column (wrapped at 80 columns: the next line goes on).
+    for prompt, mark in ((packed, "default: packs"), (single, "default: one per request")):
+        at = lines.index(row(prompt.ref))
+        column = [ln.split("│")[4].strip() for ln in lines[at : at + 3]]
+        assert " ".join(column).startswith(mark), (prompt.ref, column)
     taxonomies = [f"v{n}" for n, _ in versioned_files(PROMPTS_DIR / "taxonomy")]
     synonyms = [f"v{n}" for n, _ in versioned_files(PROMPTS_DIR / "synonyms")]
     assert taxonomies and synonyms

@@ -69,9 +69,10 @@ def _without_usage(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_a_packed_run_writes_the_rows_an_unpacked_run_writes(tagger_cli: TaggerCLI) -> None:
-    alone_rows, alone = _run(tagger_cli, "alone", "--per-request", 1)
+    # One prompt for both (without --prompt, one abstract per request gets tag@v2).
+    alone_rows, alone = _run(tagger_cli, "alone", "--per-request", 1, "--prompt", "tag@v3")
     alone_requests = len(tagger_cli.chats())
-    packed_rows, packed = _run(tagger_cli, "packed", "--per-request", 8)
+    packed_rows, packed = _run(tagger_cli, "packed", "--per-request", 8, "--prompt", "tag@v3")
     requests = tagger_cli.chats()[alone_requests:]
 
     assert [_without_usage(r) for r in packed_rows] == [_without_usage(r) for r in alone_rows]
@@ -88,11 +89,12 @@ def test_a_packed_run_writes_the_rows_an_unpacked_run_writes(tagger_cli: TaggerC
 
 
 def test_a_rerun_with_any_pack_size_costs_nothing(tagger_cli: TaggerCLI) -> None:
-    result = tagger_cli.run("--model", MODEL, "--per-request", 8)
+    # The pack size is not in the cache key; the prompt is (pinned: the default follows it).
+    result = tagger_cli.run("--model", MODEL, "--per-request", 8, "--prompt", "tag@v3")
     assert result.exit_code == 0, result.output
     sent = len(tagger_cli.chats())
     for size in (1, 3, 8):
-        again = tagger_cli.run("--model", MODEL, "--per-request", size)
+        again = tagger_cli.run("--model", MODEL, "--per-request", size, "--prompt", "tag@v3")
         assert again.exit_code == 0, again.output
         assert tagger_cli.manifest()["cached"] == SEEDS
     assert len(tagger_cli.chats()) == sent
@@ -209,7 +211,7 @@ HOSTILE = {
 def test_a_hostile_servers_packs_never_cost_a_row_its_answer(
     tagger_cli: TaggerCLI, tagger_fake: FakeLLM, attack: str
 ) -> None:
-    truth, _ = _run(tagger_cli, "truth", "--per-request", 1, "--no-logprobs")
+    truth, _ = _run(tagger_cli, "truth", "--per-request", 1, "--no-logprobs", "--prompt", "tag@v3")
     before = len(tagger_cli.chats())
 
     def hostile(user: str, body: dict[str, Any]) -> Any:
@@ -300,7 +302,7 @@ def test_a_cascades_live_stages_pack_and_certify_the_same_rows(
     for size in (1, 4):
         before = len(llm.chats())
         runs[size] = tagger.tag(
-            items, cascade=f"{cheap},{strong}", target=0.8, per_request=size,
+            items, cascade=f"{cheap},{strong}", target=0.8, per_request=size, prompt="tag@v3",
             cache_dir=tmp_path / str(size), **options,
         )  # fmt: skip
         runs[size].stats.requests = len(llm.chats()) - before

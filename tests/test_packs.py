@@ -21,6 +21,7 @@ from tagger.pipeline.pack import answer_alone, own_prompt_tokens, pack_params, s
 from tagger.pipeline.packshare import apportion, share_usage, slice_logprobs
 from tagger.pipeline.policy import Action, ItemPolicy, ItemState
 from tagger.pipeline.request import build_request, render_messages, render_pack
+from tagger.pricing import PriceTable
 from tagger.prompting.formats import grammar_schema, key_instructions
 from tagger.prompting.packs import pack_schema, render_items
 from tagger.prompting.plan import RunPlan
@@ -38,7 +39,7 @@ AREAS = taxonomy_ids()
 
 def _plan(prompt: str = "tag@v3") -> RunPlan:
     return RunPlan.load(
-        RunConfig(client=ClientConfig(), prompts_dir=PROMPTS_DIR, prompt_ref=prompt)
+        RunConfig(client=ClientConfig(), prompts_dir=PROMPTS_DIR, prompt_ref=prompt), PriceTable()
     )
 
 

@@ -25,7 +25,7 @@ from tests.harness import PROMPTS_DIR, TaggerCLI, seed_texts
 
 def _plan(base_url: str, model: str) -> RunPlan:
     config = RunConfig(client=ClientConfig(base_url=base_url, model=model), prompts_dir=PROMPTS_DIR)
-    return RunPlan.load(config)
+    return RunPlan.load(config, PriceTable())
 
 
 @pytest.mark.parametrize("mode", [Mode.JSON_SCHEMA, Mode.JSON_OBJECT_SCHEMA, Mode.TEXT])

@@ -13,6 +13,7 @@ import pytest
 from tagger.config import ClientConfig, RunConfig
 from tagger.pipeline.policy import Action, Failure, ItemPolicy, ItemState, is_retryable
 from tagger.pipeline.validate import REPAIR_REQUEST
+from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.sending.reply import Reply
 from tagger.sending.server_faults import is_transient
@@ -24,7 +25,7 @@ MESSAGES = [{"role": "system", "content": "Tag it."}, {"role": "user", "content"
 
 
 def _policy(**changes: Any) -> ItemPolicy:
-    plan = RunPlan.load(RunConfig(client=ClientConfig(), prompts_dir=PROMPTS_DIR))
+    plan = RunPlan.load(RunConfig(client=ClientConfig(), prompts_dir=PROMPTS_DIR), PriceTable())
     return replace(ItemPolicy.for_plan(plan), **changes)
 
 

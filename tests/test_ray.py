@@ -342,7 +342,7 @@ def test_the_vllm_hooks_run_in_a_ray_data_pipeline(ray_cluster: str, tmp_path: P
     from tests.fakeserver import fake_answer, first_user_message
     from tests.harness import seed_texts, taxonomy_ids
 
-    hooks = VllmHooks.of(RunPlan.load(_config("http://127.0.0.1:9/v1", tmp_path)))
+    hooks = VllmHooks.of(RunPlan.load(_config("http://127.0.0.1:9/v1", tmp_path), PriceTable()))
 
     def engine(row: dict[str, Any]) -> dict[str, Any]:
         user = first_user_message({"messages": list(row["messages"])})

@@ -126,7 +126,7 @@ def _driver_canary(fake: Any, tmp_path: Path, model: str = "gpt-5-nano", **clien
 
     config = settle(ray_config(fake.base_url, tmp_path / "cache", model=model, **client))
     inputs = scan([_seeds_jsonl(tmp_path, 5)])
-    return ray_canary(RunPlan.load(config), inputs, frozenset(), PriceTable())
+    return ray_canary(RunPlan.load(config, PriceTable()), inputs, frozenset(), PriceTable())
 
 
 def _openai_error(message: object, param: object = None, code: object = "invalid") -> bytes:

@@ -264,7 +264,7 @@ def test_parts_are_never_written_or_read_through_a_planted_link(tmp_path: Path) 
 def _plan(**client: Any) -> RunPlan:
     client = {"base_url": "http://127.0.0.1:9/v1", "api_key": SecretStr("k"), **client}
     config = ClientConfig(**client)
-    return RunPlan.load(RunConfig(client=config, prompts_dir=PROMPTS_DIR))
+    return RunPlan.load(RunConfig(client=config, prompts_dir=PROMPTS_DIR), PriceTable())
 
 
 def test_a_row_is_skipped_by_the_cache_key_and_a_run_is_its_settings_and_inputs(

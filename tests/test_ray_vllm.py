@@ -12,6 +12,7 @@ from tagger.config import ClientConfig, Mode, RunConfig
 from tagger.files.rows import Row
 from tagger.pipeline.request import render_messages
 from tagger.pipeline.validate import repair_messages
+from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.ray.vllm import PENDING_FIELD, VllmHooks
 from tests.fakeserver import fake_answer
@@ -23,7 +24,7 @@ TEXT = seed_texts()[0]
 @pytest.fixture(scope="module")
 def plan() -> RunPlan:
     config = RunConfig(client=ClientConfig(model="Qwen/Qwen3-8B"), prompts_dir=PROMPTS_DIR)
-    return RunPlan.load(config)
+    return RunPlan.load(config, PriceTable())
 
 
 def _engine(row: dict[str, Any], text: str, generated: int = 60) -> dict[str, Any]:

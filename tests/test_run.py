@@ -78,7 +78,8 @@ def test_seeds_end_to_end(tagger_cli: TaggerCLI) -> None:
         assert row["status"] == "ok" and row["error"] is None, row
         assert row["cached"] is False
         assert row["model"] == defaults.MODEL
-        assert (row["prompt"], row["prompt_version"]) == ("tag", "v3")
+        # A local server gets one abstract per request, so the default that asks about one.
+        assert (row["prompt"], row["prompt_version"]) == ("tag", "v2")
         assert re.fullmatch(r"[0-9a-f]{12}", str(row["prompt_hash"]))
         assert row["taxonomy_version"] == "v1"
         assert row["venue"] == "NeurIPS"
@@ -102,7 +103,7 @@ def test_seeds_end_to_end(tagger_cli: TaggerCLI) -> None:
     assert manifest["status"] == "complete"
     assert manifest["model"] == defaults.MODEL
     assert manifest["base_url"] == tagger_cli.fake.base_url
-    assert manifest["prompt"] == "tag@v3"
+    assert manifest["prompt"] == "tag@v2"
     assert manifest["prompt_hash"] == rows[0]["prompt_hash"]
     assert (manifest["input_count"], manifest["items"], manifest["ok"]) == (57, 57, 57)
     assert (manifest["failed"], manifest["cached"], manifest["requests"]) == (0, 0, 57)
@@ -172,13 +173,11 @@ def test_default_mode_sends_strict_json_schema(tagger_cli: TaggerCLI) -> None:
         rf = _response_format(request)
         assert isinstance(rf, dict) and rf["type"] == "json_schema"
         assert rf["json_schema"]["strict"] is True
-        # The default prompt packs: an array of numbered answers (a pack of one here).
-        root = rf["json_schema"]["schema"]
-        assert root["additionalProperties"] is False and root["required"] == ["answers"]
-        schema = root["properties"]["answers"]["items"]
+        # One abstract per request (a local server): the default prompt asks for one answer.
+        schema = rf["json_schema"]["schema"]
         assert schema["properties"]["task_area"]["enum"] == list(taxonomy_ids())
         assert schema["additionalProperties"] is False
-        assert set(schema["required"]) == {"id", *ANSWER_FIELDS}
+        assert set(schema["required"]) == set(ANSWER_FIELDS)
         # The server enforces the schema: the prompt does not repeat it.
         assert "JSON schema" not in first_user_message(request.body or {})
         # The default model (gpt-5 family) takes the prompt's max_tokens under its own name.

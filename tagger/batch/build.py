@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import zip_longest
 from pathlib import Path
 from typing import IO, Any
 
 from tagger import jsondata
 from tagger.batch.api import ENDPOINT
-from tagger.batch.items import policy_state
 from tagger.batch.jobfile import BatchRecord, ItemState, JobState
+from tagger.batch.lines import LinePlanner, PlannedLine
 from tagger.config import Mode, RunConfig
 from tagger.errors import ConfigError, OutputError, UsageError
 from tagger.files.abstracts import Abstract
 from tagger.files.atomic import own_directory, recreate
-from tagger.pipeline.canary import CanaryLine
+from tagger.pipeline.canary import CanaryLine, PackMember
 from tagger.pipeline.estimate import RequestEstimator
-from tagger.pipeline.policy import ItemPolicy
-from tagger.pipeline.request import build_request, render_messages, request_rules
+from tagger.pipeline.request import request_rules
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.sending.params import RequestRules
@@ -30,29 +30,36 @@ CANARY_LOOKAHEAD = 200
 
 
 class SpendCap:
-    """--max-requests and --max-cost over a whole job, at batch prices, estimated before sending.
+    """--max-requests and --max-cost over a whole job, at batch prices, before sending.
 
-    Each line is counted at its expected tokens with nothing cached (the cache may miss): the
-    answers are billed after the job, so the cap holds what is expected, not the worst.
+    A batch is billed once its lines are answered, hours later, and cannot be stopped on the
+    way: so each line is held at its worst case, its prompt uncached and every token its limit
+    allows (a pack's: the per-answer limit times its abstracts), as a live request is held
+    while in flight, until its batch is collected and its bill replaces what it held
+    (tagger.batch.rounds); the job keeps what it spent (a rerun with a higher limit goes on).
     """
 
     def __init__(self, config: RunConfig, prices: PriceTable, state: JobState) -> None:
         self.config = config
         self.prices = prices
         self.state = state
-        self._estimator: RequestEstimator | None = None
 
-    def refusal(
-        self, messages: list[dict[str, str]], params: dict[str, object], estimate: RequestEstimate
-    ) -> str | None:
-        """Why this request may not be submitted, or None (and then it is counted as spent)."""
+    @property
+    def requests_spent(self) -> bool:
+        """--max-requests is reached: no line of any size goes."""
+        limit = self.config.max_requests
+        return limit is not None and self.state.submitted_requests >= limit
+
+    def worst(self, estimate: RequestEstimate) -> float:
+        """The most a line can be billed, at batch prices."""
+        return self.prices.cost(self.config.client.model, estimate.worst(), batch=True) or 0.0
+
+    def refusal(self, estimate: RequestEstimate) -> str | None:
+        """Why this line may not be submitted, or None (and then it is counted as spent)."""
         config, state = self.config, self.state
-        if config.max_requests is not None and state.submitted_requests >= config.max_requests:
+        if self.requests_spent:
             return f"--max-requests {config.max_requests} reached"
-        expected = estimate.expected()
-        usage = Usage(expected.prompt_tokens, expected.completion_tokens, 0,
-                      expected.reasoning_tokens)  # fmt: skip
-        cost = self.prices.cost(config.client.model, usage, batch=True) or 0.0
+        cost = self.worst(estimate)
         if config.max_cost is not None and state.estimated_cost + cost > config.max_cost:
             return f"--max-cost ${config.max_cost:g} reached"
         state.submitted_requests += 1
@@ -84,14 +91,19 @@ class InputFiles:
         self._path = folder
         self._bytes = 0
 
-    def add(self, custom_id: str, body: dict[str, object]) -> None:
-        """Append one request, starting a new file when this one is full."""
+    def add(
+        self, custom_id: str, body: dict[str, object], keys: Sequence[str] = (), held: float = 0.0
+    ) -> None:
+        """Append one request line, starting a new file when this one is full; `keys`: the
+        abstracts a pack line asks about (a line about one is named by its own); `held`: what
+        it is held at against --max-cost."""
         line = request_line(custom_id, body)
         line += b"\n"
         if len(line) > self.max_bytes:
             raise UsageError(
                 f"one batch request is {len(line)} bytes, over the {self.max_bytes}-byte file "
-                "limit: shorten that abstract or tag it live"
+                "limit: shorten that abstract, ask about fewer per request (--per-request), or "
+                "tag it live"
             )
         current = self.records[-1] if self.records else None
         full = current is not None and (
@@ -102,6 +114,9 @@ class InputFiles:
         assert self._stream is not None
         self._write(line)
         current.custom_ids.append(custom_id)
+        current.held += held
+        if len(keys) > 1:
+            current.packs[custom_id] = list(keys)
 
     def close(self) -> list[BatchRecord]:
         """Finish the last file (synced to disk) and return a record per file."""
@@ -191,35 +206,27 @@ def canary_lines(
     abstracts: Iterable[Abstract],
     wanted_item: Callable[[ItemState], bool],
     rules: RequestRules,
+    per_request: int,
     limit: int = CANARY_LOOKAHEAD,
 ) -> Iterator[CanaryLine]:
     """The next round's first lines, each built with `rules` as they are when called
     (tagger.pipeline.canary sends them live before the round is written)."""
-    mode = Mode(state.mode)
-    policy = ItemPolicy.for_plan(plan)
-    model = plan.config.client.model
+    planner = LinePlanner(plan, Mode(state.mode), per_request)
     estimator = RequestEstimator(plan, rules, None)
-    for abstract in abstracts:
+    wanted = {key for key, item in state.items.items() if wanted_item(item)}
+    for line in planner.lines(state, abstracts, wanted):
         if limit <= 0:
             return
-        key = plan.item_key(abstract)
-        item = state.items.get(key)
-        if item is None or not wanted_item(item):
-            continue
         limit -= 1
-        rendered = render_messages(
-            plan.prompt, plan.taxonomy, plan.schema, abstract.text, abstract.title, mode
-        )
-        start = policy_state(item, policy)
-        messages, params = policy.request(start, rendered)
 
-        def build(
-            m: list[dict[str, str]] = messages, p: dict[str, Any] = params
-        ) -> tuple[dict[str, Any], RequestEstimate]:
-            body = build_request(model, m, mode, plan.schema, p, rules=rules)
-            return body, estimator.estimate(m, p, mode)
+        def build(line: PlannedLine = line) -> tuple[dict[str, Any], RequestEstimate]:
+            return planner.body(line, rules), line.estimate(estimator, planner.mode)
 
-        yield CanaryLine(key, start, build)
+        pack: tuple[PackMember, ...] = ()
+        if len(line.keys) > 1:
+            members = zip(line.keys, line.starts, line.own_tokens, strict=True)
+            pack = tuple(PackMember(key, start, own) for key, start, own in members)
+        yield CanaryLine(line.keys[0], line.starts[0], build, pack)
 
 
 def build_round(
@@ -229,39 +236,38 @@ def build_round(
     files: InputFiles,
     cap: SpendCap,
     wanted_item: Callable[[ItemState], bool],
+    per_request: int = 1,
 ) -> list[BatchRecord]:
-    """Requests for the wanted items (pending ones, repair turns), written into files.
+    """Request lines for the wanted items (pending ones, repair turns), written into files:
+    `per_request` abstracts to a line where they may share one (tagger.batch.lines).
 
     The bodies come from the live run's request builder: the same messages, mode and params.
     """
     wanted = {key for key, item in state.items.items() if wanted_item(item)}
-    mode = Mode(state.mode)
-    rules = ItemPolicy.for_plan(plan)
+    planner = LinePlanner(plan, Mode(state.mode), per_request)
     sent_as = round_rules(state, plan)
     estimator = RequestEstimator(plan, sent_as, None)
-    for abstract in abstracts:
-        key = plan.item_key(abstract)
-        if key not in wanted:
-            continue
-        wanted.discard(key)
-        item = state.items[key]
-        rendered = render_messages(
-            plan.prompt, plan.taxonomy, plan.schema, abstract.text, abstract.title, mode
-        )
-        # The policy's next request: its repair turns, max_tokens raised after a cut-off.
-        messages, params = rules.request(policy_state(item, rules), rendered)
-        estimate = estimator.estimate(messages, params, mode)
-        refusal = cap.refusal(messages, params, estimate)
-        if refusal is not None:
-            _not_run(item, refusal)
-            continue
-        body = build_request(plan.config.client.model, messages, mode, plan.schema, params,
-                             rules=sent_as)  # fmt: skip
-        files.add(key, body)
-        item.status = "submitted"
-        expected = estimate.expected()
-        item.estimate = Usage(expected.prompt_tokens, expected.completion_tokens).as_fields()
-        item.attempts += 1
+    for planned in planner.lines(state, abstracts, wanted):
+        pending = [planned]
+        while pending:
+            line = pending.pop(0)
+            estimate = line.estimate(estimator, planner.mode)
+            refusal = cap.refusal(estimate)
+            if refusal is not None and len(line.keys) > 1 and not cap.requests_spent:
+                pending[:0] = planner.split(line)  # a pack over --max-cost: each alone may fit
+                continue
+            if refusal is not None:
+                for item in line.items:
+                    _not_run(item, refusal)
+                continue
+            files.add(line.custom_id, planner.body(line, sent_as), line.keys, cap.worst(estimate))
+            expected = estimate.expected()
+            shares = line.shares(Usage(expected.prompt_tokens, expected.completion_tokens))
+            for item, share, own in zip_longest(line.items, shares, line.own_tokens):
+                item.status = "submitted"
+                item.estimate = Usage(share.prompt_tokens, share.completion_tokens).as_fields()
+                item.own_tokens = own or 0
+                item.attempts += 1
     for key in wanted:  # no longer among the inputs: nothing to write a row for
         del state.items[key]
     return files.close()

@@ -10,16 +10,17 @@ from typing import Any
 from tagger.batch.api import BatchInfo
 from tagger.batch.items import apply, policy_state
 from tagger.batch.jobfile import BatchRecord, ItemState, JobState
+from tagger.batch.packlines import PackLines
 from tagger.jsondata import JSONTooDeep, parse_server_json
 from tagger.pipeline.cache import AnswerCache, outcome_entry
 from tagger.pipeline.outcome import Outcome
-from tagger.pipeline.policy import Action, Failure, ItemPolicy
+from tagger.pipeline.policy import Action, Decision, Failure, ItemPolicy
 from tagger.pipeline.request import request_rules
 from tagger.prompting.plan import RunPlan
 from tagger.redact import safe_text
 from tagger.sending.params import refusal_of
 from tagger.sending.reply import Reply, reply_from_json
-from tagger.usage import Usage, at_least, plausible
+from tagger.usage import NO_USAGE, Usage, at_least, plausible
 
 log = logging.getLogger(__name__)
 # Lines a batch never ran because it ended first: resubmitted, never failed for it.
@@ -39,7 +40,8 @@ class Collector:
 
     A batch line is one request's reply or failure: the policy says what it means (answer,
     repair, ask again with a bigger budget, retry in the next round, fail), as it does for a
-    live request; this only reads the lines and keeps the job and the cache.
+    live request; a pack line's reply is split first (tagger.batch.packlines). This only reads
+    the lines and keeps the job and the cache.
     """
 
     state: JobState
@@ -49,37 +51,46 @@ class Collector:
 
     def collect(self, record: BatchRecord, info: BatchInfo, lines: list[str]) -> None:
         """Settle every item of the batch: answered, to repair, to resubmit or failed."""
-        mine = set(record.custom_ids)
+        # Each line of this file once, by the custom_id tagger derived (tagger.batch.jobfile):
+        # a line given twice, or another file's or job's, is nobody's here.
+        left = {custom_id: record.line_keys(custom_id) for custom_id in record.custom_ids}
         for text in lines:
             line, unreadable = read_output_line(text)
             custom_id = line.get("custom_id")
-            item = self.state.items.get(custom_id) if isinstance(custom_id, str) else None
-            if item is None or custom_id not in mine or not self._waiting(item, record):
+            keys = left.pop(custom_id, None) if isinstance(custom_id, str) else None
+            if keys is None or not self.waiting(keys, record):
                 continue
             if unreadable is not None:  # answered, but not readably: its repair turn says so
-                self._answer(str(custom_id), item, record, {}, unreadable)
+                self._answer(keys, record, {}, unreadable)
                 continue
             try:
-                self._line(str(custom_id), item, record, line)
+                self._line(keys, record, line)
             except (ValueError, TypeError, OverflowError, RecursionError) as exc:
-                # Data no reader foresaw fails its own row; the batch is still collected.
+                # Data no reader foresaw fails its own rows; the batch is still collected.
                 reason = f"unreadable batch answer ({type(exc).__name__})"
-                self._failed(item, Failure(reason, retryable=False))
-        for custom_id in record.custom_ids:  # lines the batch never ran
-            item = self.state.items.get(custom_id)
-            if item is not None and self._waiting(item, record):
+                for item in self.waiting(keys, record):
+                    self._failed(item, Failure(reason, retryable=False))
+        for keys in left.values():  # lines the batch never ran
+            for item in self.waiting(keys, record):
                 self._unanswered(item, info)
         record.collected = True
+        PackLines(self).check_give_up()
+
+    def waiting(self, keys: tuple[str, ...], record: BatchRecord) -> list[ItemState]:
+        """The items of these keys that wait for this batch's answer."""
+        items = (self.state.items.get(key) for key in keys)
+        return [i for i in items if i is not None and self.is_waiting(i, record)]
 
     @staticmethod
-    def _waiting(item: ItemState, record: BatchRecord) -> bool:
+    def is_waiting(item: ItemState, record: BatchRecord) -> bool:
+        """Whether an item's last request is this batch's line, not yet collected."""
         return item.status == "submitted" and item.batch_id == record.batch_id
 
-    def _line(self, key: str, item: ItemState, record: BatchRecord, line: dict[str, Any]) -> None:
+    def _line(self, keys: tuple[str, ...], record: BatchRecord, line: dict[str, Any]) -> None:
         response = line.get("response")
         if isinstance(response, dict) and response.get("status_code") == 200:
             body = response.get("body")
-            self._answer(key, item, record, body if isinstance(body, dict) else {})
+            self._answer(keys, record, body if isinstance(body, dict) else {})
             return
         if isinstance(response, dict):
             status = response.get("status_code")
@@ -88,15 +99,27 @@ class Collector:
             reason = f"HTTP {status}: {message or 'no message'}"
             # A refused parameter the job now adapts to: the next round sends the line again.
             retryable = True if self._adapted(status, response.get("body")) else None
-            self._failed(item, Failure(reason, status=status or 0, code=code, retryable=retryable))
+            failure = Failure(reason, status=status or 0, code=code, retryable=retryable)
+            self._line_failed(keys, record, failure)
             return
         error = line.get("error")
         error = error if isinstance(error, dict) else {}
         code, message = error.get("code") or "error", error.get("message") or "no message"
         if code in NOT_RUN_CODES:  # never run: worth another try, as a request without reply
-            self._not_run(item, f"{code}: {message}")
+            for item in self.waiting(keys, record):
+                self._not_run(item, f"{code}: {message}")
         else:
-            self._failed(item, Failure(f"batch request failed: {code}: {message}", retryable=False))
+            failure = Failure(f"batch request failed: {code}: {message}", retryable=False)
+            self._line_failed(keys, record, failure)
+
+    def _line_failed(self, keys: tuple[str, ...], record: BatchRecord, failure: Failure) -> None:
+        """A line without a reply: each abstract retried or failed; a pack's, if the failure
+        is not worth the same request again, asked alone (as a live pack's is)."""
+        if len(keys) > 1 and not failure.worth_retrying:
+            PackLines(self).failed(keys, record, failure.reason)
+            return
+        for item in self.waiting(keys, record):
+            self._failed(item, failure)
 
     def _adapted(self, status: object, body: object) -> bool:
         """A 400 refusing a parameter: the job learns it, and the next round's lines follow."""
@@ -118,8 +141,7 @@ class Collector:
 
     def _answer(
         self,
-        key: str,
-        item: ItemState,
+        keys: tuple[str, ...],
         record: BatchRecord,
         body: dict[str, Any],
         unreadable: str | None = None,
@@ -131,14 +153,26 @@ class Collector:
             reply = Reply(content="", finish_reason=None, usage_believed=False)
         if unreadable is not None:
             reply = Reply(content="", finish_reason=None, problem=unreadable, usage_believed=False)
-        expected = Usage.from_fields(item.estimate)
+        items = [self.state.items.get(key) for key in keys]
+        expected = sum((Usage.from_fields(i.estimate) for i in items if i is not None), NO_USAGE)
         if not (reply.usage_believed and plausible(reply.usage, expected)):
             # Junk, no or implausible usage: at least what tagger expected the line to cost.
             reply = replace(reply, usage=at_least(reply.usage, expected))
         self.state.requests += 1
         total = Usage.from_fields(self.state.usage) + reply.usage
         self.state.usage = total.as_fields()
-        decision = self.policy.on_reply(policy_state(item, self.policy), reply)
+        if len(keys) > 1:
+            PackLines(self).answer(keys, record, reply)
+            return
+        item = items[0]
+        assert item is not None  # waiting, checked by the caller
+        self.judged(keys[0], item, record, self.policy.on_reply(policy_state(item, self.policy),
+                    reply), reply)  # fmt: skip
+
+    def judged(
+        self, key: str, item: ItemState, record: BatchRecord, decision: Decision, reply: Reply
+    ) -> None:
+        """Record the policy's verdict on one abstract's reply (or share of a pack's)."""
         apply(item, decision)
         if decision.action is Action.REPAIR:
             self.state.repairs += 1

@@ -6,7 +6,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tagger.batch.items import policy_state
-from tagger.batch.jobfile import JobState
+from tagger.batch.jobfile import ItemState, JobState
+from tagger.batch.lines import packable
 from tagger.config import Mode
 from tagger.files.abstracts import Abstract, InputScan
 from tagger.files.rows import RowWriter
@@ -14,13 +15,15 @@ from tagger.pipeline.cache import AnswerCache
 from tagger.pipeline.item import ItemTagger, ModeProbe, ProbeSnapshot
 from tagger.pipeline.live import LiveRunner
 from tagger.pipeline.outcome import Outcome, Status
+from tagger.pipeline.packing import PackingTagger
 from tagger.pipeline.progress import ProgressSink
 from tagger.pipeline.request import request_rules
 from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.sending.client import LLMClient
-from tagger.sending.gate import SendGate, SpendGuard
+from tagger.sending.gate import SendGate
+from tagger.sending.spendguard import SpendGuard, SpentBefore
 from tagger.usage import NO_USAGE, Usage
 
 NO_BATCH_ANSWER = "no batch answer for this abstract: rerun the same command"
@@ -38,6 +41,9 @@ class BatchLeftovers:
     tagger: ItemTagger
     job: JobState
     live: bool = False
+    # Leftovers asked for the first time (or again after a line never run) go several to a
+    # request, as in a live run; follow-ups go alone from where the job left them.
+    packing: PackingTagger | None = None
     sent_live: int = 0  # leftovers tagged live (answered or failed, not refused)
 
     def snapshot(self) -> ProbeSnapshot:
@@ -45,7 +51,9 @@ class BatchLeftovers:
         return self.tagger.snapshot()
 
     def cancel(self) -> None:
-        """Nothing runs beside the abstracts' own tasks."""
+        """Cancel the packs still being sent (their abstracts' rows say why)."""
+        if self.packing is not None:
+            self.packing.cancel()
 
     async def tag_abstract(self, abstract: Abstract, key: str) -> Outcome:
         """The job's verdict for an abstract the cache has no answer for (key: its cache key)."""
@@ -53,11 +61,17 @@ class BatchLeftovers:
         if item is not None and item.status == "not_run":
             return Outcome(error=item.error, stopped=True)
         if self.live and (item is None or item.status in ("pending", "repair")):
+            if self.packing is not None and (item is None or _fresh(item)):
+                outcome = await self.packing.tag_abstract(abstract, key)
+                self.sent_live += outcome.status is not Status.NOT_RUN
+                return outcome
             start = None
             if item is not None:  # its batch tokens are counted with the job's already
                 start = replace(policy_state(item, self.tagger.policy), usage=NO_USAGE)
             outcome = await self.tagger.tag(abstract.text, abstract.title, start)
             self.sent_live += outcome.status is not Status.NOT_RUN  # a refusal raised, too
+            if start is not None:  # the repair turns its batch answers earned: the job's count
+                outcome.repairs = max(0, outcome.repairs - start.repairs)
             return outcome
         if item is not None and item.status in ("pending", "repair"):  # the job was cancelled
             return Outcome(error=f"{item.error}; rerun the same command to resubmit", stopped=True)
@@ -68,6 +82,11 @@ class BatchLeftovers:
         spent = Usage.from_fields(item.usage)
         mode = self.job.mode if spent != NO_USAGE else None
         return Outcome(error=item.error or NO_BATCH_ANSWER, usage=spent, mode=mode, prepaid=True)
+
+
+def _fresh(item: ItemState) -> bool:
+    """A leftover with nothing of its own to carry on: no request of its was answered."""
+    return packable(item) and item.attempts == 0
 
 
 @dataclass(frozen=True)
@@ -90,10 +109,12 @@ async def write_rows(
     prices: PriceTable,
     *,
     live: bool = False,
+    per_request: int = 1,
 ) -> tuple[RunStats, BatchCosts]:
     """One row per input abstract through the live runner; stats include the batch requests.
 
-    `live`: the leftovers are tagged live (--finish-live, or the few lines ended batches left).
+    `live`: the leftovers are tagged live (--finish-live, or the few lines ended batches left),
+    `per_request` to a request where they may share one.
     """
     config = plan.config
     assert config.batch is not None
@@ -104,10 +125,11 @@ async def write_rows(
         config.client, plan.prompt.params, job.adaptations, cache_key=plan.prompt_cache_key
     )
     client = LLMClient(config.client, gate, rules, model_checked=True)  # by the batch job
+    single = ItemTagger.for_plan(plan, client, ModeProbe(Mode(job.mode)))
+    size = 1 if job.packing_stopped else per_request
+    packing = PackingTagger(single, size, config.concurrency)
     tagger = BatchLeftovers(
-        ItemTagger.for_plan(plan, client, ModeProbe(Mode(job.mode))),
-        job,
-        live=live or config.batch.finish_live,
+        single, job, live=live or config.batch.finish_live, packing=packing if size > 1 else None
     )
     runner = LiveRunner(plan, tagger, client, cache, writer, progress, prices)
     # The job's answers reach the rows through the cache; they were paid for by its batches.
@@ -119,6 +141,8 @@ async def write_rows(
     finally:
         await client.aclose()
         job.adaptations = list(rules.learned)  # kept for the job's next rounds
+        packing.counts.record(stats)
+    add_pack_counts(stats, job, per_request)
     costs = add_batch_part(stats, job, prices, config.client.model)
     return stats, replace(costs, finished_live=tagger.sent_live)
 
@@ -128,12 +152,12 @@ def _guard(job: JobState, plan: RunPlan, prices: PriceTable) -> SpendGuard | Non
     config = plan.config
     if config.max_requests is None and config.max_cost is None:
         return None
-    requests = config.max_requests
-    cost = config.max_cost
+    spent = SpentBefore(job.submitted_requests, job.estimated_cost, "the batch rounds")
     return SpendGuard(
-        None if requests is None else max(0, requests - job.submitted_requests),
-        None if cost is None else max(0.0, cost - job.estimated_cost),
+        config.max_requests,
+        config.max_cost,
         lambda used: prices.cost(config.client.model, used),
+        spent,
     )
 
 
@@ -159,6 +183,14 @@ def add_batch_part(stats: RunStats, job: JobState, prices: PriceTable, model: st
     return BatchCosts(batch_usage, stats.cost, live_cost)
 
 
+def add_pack_counts(stats: RunStats, job: JobState, per_request: int) -> None:
+    """The job's pack lines beside the live leftovers' packs, in the run's stats."""
+    stats.per_request = per_request
+    stats.packs += job.pack_lines
+    stats.pack_fallbacks += job.pack_fallbacks
+    stats.packing_stopped = job.packing_stopped or stats.packing_stopped
+
+
 def batch_manifest(job: JobState, costs: BatchCosts) -> dict[str, Any]:
     """The manifest's `batch` entry: the job, its rounds and every batch."""
     return {
@@ -166,6 +198,8 @@ def batch_manifest(job: JobState, costs: BatchCosts) -> dict[str, Any]:
         "mode": job.mode,
         "rounds": job.rounds,
         "requests": job.requests,
+        "pack_lines": job.pack_lines,
+        "pack_fallbacks": job.pack_fallbacks,
         "repairs": job.repairs,
         **Usage.from_fields(job.usage).as_fields(),
         "canary_requests": job.canary_requests,
@@ -179,6 +213,7 @@ def batch_manifest(job: JobState, costs: BatchCosts) -> dict[str, Any]:
                 "round": record.round,
                 "file": record.name,
                 "requests": len(record.custom_ids),
+                "abstracts": sum(1 for _ in record.abstract_keys()),
                 "status": record.status,
                 "request_counts": record.request_counts,
                 "error": record.error,

@@ -24,6 +24,7 @@ from tagger.files.outfile import OutputFile
 from tagger.files.rows import JsonlWriter, RowWriter, manifest_path
 from tagger.pipeline.cache import AnswerCache
 from tagger.pipeline.job import build_manifest
+from tagger.pipeline.packing import per_request_for
 from tagger.pipeline.progress import ProgressSink
 from tagger.pipeline.request import request_rules
 from tagger.pipeline.stats import RunStats
@@ -71,7 +72,9 @@ async def run_batch_job(
     """
     assert config.batch is not None
     check_batch_options(config)
-    RunPlan.load(config)  # a bad prompt is refused before anything is asked
+    # A bad prompt, or --per-request with one that asks about one abstract, is refused
+    # before anything is asked.
+    per_request_for(config, RunPlan.load(config, prices).prompt, prices)
     target = OutputFile(output, scan.files) if output is not None and writer is None else None
     try:
         config = await settled_model(config)
@@ -81,14 +84,15 @@ async def run_batch_job(
             target.release()
         raise
     assert config.batch is not None
-    plan = RunPlan.load(config)
+    plan = RunPlan.load(config, prices)
+    per_request = per_request_for(config, plan.prompt, prices)  # abstracts per line, at most
     cache = AnswerCache(config.cache_dir)
     api = BatchAPI(config.client)
     try:
         job = _open_job(plan, scan, output, cache, command)
         # A cancel from before this command: running the command again means carry on.
         jobfile.cancel_marker(config.cache_dir, job.job_id).unlink(missing_ok=True)
-        rounds = BatchRounds(job, plan, scan.abstracts, cache, api, prices, watcher)
+        rounds = BatchRounds(job, plan, scan.abstracts, cache, api, prices, watcher, per_request)
         if job.items:  # a fully cached run needs no job
             rounds.save()
         began = time.monotonic()
@@ -106,8 +110,9 @@ async def run_batch_job(
         if writer is None:
             writer = target.writer if target else JsonlWriter(sys.stdout, "standard output")
         stats, costs = await write_rows(
-            job, plan, scan, cache, writer, progress, prices, live=rounds.few_left_live > 0
-        )
+            job, plan, scan, cache, writer, progress, prices,
+            live=rounds.few_left_live > 0, per_request=per_request,
+        )  # fmt: skip
         stats.duration = time.monotonic() - began  # this command's waiting included
         status = "stopped" if stats.stop_reason or stats.not_run else "complete"
         manifest = build_manifest(config, plan, scan, output, stats, status, started)

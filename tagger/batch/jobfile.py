@@ -7,6 +7,7 @@ import datetime as dt
 import hashlib
 import re
 import shutil
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -14,6 +15,7 @@ from pydantic import BaseModel, Field, StringConstraints, ValidationError, model
 
 from tagger.errors import ConfigError
 from tagger.files.atomic import create_new, own_directory, write_atomic
+from tagger.prompting.packs import MAX_PER_REQUEST
 from tagger.terminal import one_line
 
 JOB_VERSION: Literal[1] = 1
@@ -49,9 +51,13 @@ class ItemState(BaseModel):
     # (tagger.batch.items bounds them when they are read back).
     turns: Annotated[list[tuple[Text, Text]], Field(max_length=100)] = Field(default_factory=list)
     usage: Tokens = Field(default_factory=dict)  # tokens of its batch answers (Usage)
-    # tagger's own estimate of its last request (Usage fields): what an answer whose usage is
-    # missing or junk is charged at least.
+    # tagger's own estimate of its last request (Usage fields; in a pack line, its share of the
+    # line's): what an answer whose usage is missing or junk is charged at least.
     estimate: Tokens = Field(default_factory=dict)
+    # In a pack line: its own prompt tokens there (its title and text), by which the line's
+    # tokens are shared out among its abstracts (the shares always add up to the line's).
+    own_tokens: Count = 0
+    alone: bool = False  # its pack line's reply was unusable as a whole: asked alone from now on
 
     @model_validator(mode="before")
     @classmethod
@@ -62,23 +68,67 @@ class ItemState(BaseModel):
         return data
 
 
+def pack_line_id(keys: Sequence[str]) -> str:
+    """The custom_id of a line asking about several abstracts: derived from their cache keys
+    in the order the prompt numbers them, so that no job file can say another order."""
+    return hashlib.sha256("\x1f".join(("pack", *keys)).encode()).hexdigest()
+
+
+PackKeys = Annotated[list[CacheKey], Field(min_length=2, max_length=MAX_PER_REQUEST)]
+
+
 class BatchRecord(BaseModel):
     """One input file and the batch made from it."""
 
     name: FileName  # its input file is files_dir(cache, job) / f"{name}.jsonl", never read here
     round: Count
-    custom_ids: list[CacheKey]
+    custom_ids: list[CacheKey]  # one per line, in the file's order
+    # The lines that ask about several abstracts: each one's abstracts (cache keys) in the
+    # order the prompt numbers them. Any other line asks about the abstract its custom_id is.
+    packs: dict[CacheKey, PackKeys] = Field(default_factory=dict)
     file_id: ServerId | None = None
     batch_id: ServerId | None = None
     status: Annotated[str, StringConstraints(max_length=40)] = "built"  # then the API's status
     request_counts: Tokens = Field(default_factory=dict)
     collected: bool = False
+    # What its lines are held at against --max-cost until it is collected (then its bill).
+    held: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
     error: Text | None = None  # a batch-level failure (token_limit_exceeded, ...)
+
+    @model_validator(mode="after")
+    def _lines_are_derived(self) -> BatchRecord:
+        """Each line's custom_id is what tagger derives from what it asks about, and no
+        abstract is asked about twice: a job file edited to say a line holds other abstracts,
+        or another order, does not check out."""
+        lines = set(self.custom_ids)
+        if len(lines) != len(self.custom_ids):
+            raise ValueError("a custom_id is given to two lines")
+        asked: set[str] = set()
+        for custom_id in self.custom_ids:
+            keys = self.packs.get(custom_id, (custom_id,))
+            if len(keys) > 1 and custom_id != pack_line_id(keys):
+                raise ValueError("a pack line's custom_id is not derived from its abstracts")
+            asked.update(keys)
+        if not lines.issuperset(self.packs):
+            raise ValueError("a pack is no line of its file")
+        if len(asked) != sum(len(self.packs.get(c, (c,))) for c in self.custom_ids):
+            raise ValueError("an abstract is asked about twice in one file")
+        return self
 
     @property
     def terminal(self) -> bool:
         """The batch will change no more."""
         return self.status in TERMINAL
+
+    def line_keys(self, custom_id: str) -> tuple[str, ...]:
+        """The abstracts (cache keys) one line of this file asks about, in the prompt's order."""
+        keys = self.packs.get(custom_id)
+        return tuple(keys) if keys is not None else (custom_id,)
+
+    def abstract_keys(self) -> Iterator[str]:
+        """Every abstract (cache key) this file asks about."""
+        for custom_id in self.custom_ids:
+            yield from self.line_keys(custom_id)
 
 
 class JobState(BaseModel):
@@ -101,6 +151,9 @@ class JobState(BaseModel):
     requests: Count = 0  # batch requests answered (with a body)
     repairs: Count = 0  # repair turns sent in batch rounds
     token_limited_rounds: Count = 0  # rounds in a row the enqueued-token limit failed every batch
+    pack_lines: Count = 0  # answers to lines about several abstracts (batch and canary)
+    pack_fallbacks: Count = 0  # those unusable as a whole: their abstracts asked alone
+    packing_stopped: Text | None = None  # why later rounds ask about one abstract per line
     usage: Tokens = Field(default_factory=dict)  # tokens of every batch answer (Usage)
     # What the server's 400s taught about its parameters (tagger.sending.params): later rounds'
     # lines are built with it, since a batch cannot probe.

@@ -30,7 +30,8 @@ from tagger.pipeline.policy import ItemPolicy
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.sending.client import LLMClient
-from tagger.sending.gate import SendGate, SpendGuard
+from tagger.sending.gate import SendGate
+from tagger.sending.spendguard import SpendGuard, SpentBefore
 from tagger.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ class BatchRounds:
         api: BatchAPI,
         prices: PriceTable,
         watcher: BatchWatcher,
+        per_request: int = 1,
     ) -> None:
         self.state = state
         self.plan = plan
@@ -75,6 +77,7 @@ class BatchRounds:
         self.api = api
         self.prices = prices
         self.watcher = watcher
+        self.per_request = per_request  # abstracts per line, where they may share one
         self.collector = Collector(state, plan, cache, ItemPolicy.for_plan(plan))
         self._uploaded_here: set[str] = set()
         self._verified: set[str] = set()  # body shapes this process's canaries sent
@@ -137,7 +140,9 @@ class BatchRounds:
             folder, state.rounds, self.batch.max_requests_per_file, self.batch.max_bytes_per_file
         )
         cap = SpendCap(self.config, self.prices, state)
-        records = build_round(state, self.plan, self.abstracts(), files, cap, self._next_round)
+        records = build_round(
+            state, self.plan, self.abstracts(), files, cap, self._next_round, self.per_request
+        )
         state.batches.extend(records)
         self.save()  # the files exist: the job knows them before anything is uploaded
         log.info("batch round %d: %d input file(s)", state.rounds, len(records))
@@ -153,14 +158,18 @@ class BatchRounds:
             return
         rules = round_rules(state, self.plan)
         model = config.client.model
+        spent = SpentBefore(state.submitted_requests, state.estimated_cost, "the batch rounds")
         guard = SpendGuard(  # what the job's rounds left of the limits, at live prices
-            None if config.max_requests is None else config.max_requests - state.submitted_requests,
-            None if config.max_cost is None else config.max_cost - state.estimated_cost,
+            config.max_requests,
+            config.max_cost,
             lambda used: self.prices.cost(model, used),
+            spent,
         )
         gate = SendGate(concurrency=1, guard=guard)
         client = LLMClient(config.client, gate, rules, model_checked=True)
-        lines = canary_lines(state, self.plan, self.abstracts(), self._next_round, rules)
+        lines = canary_lines(
+            state, self.plan, self.abstracts(), self._next_round, rules, self.per_request
+        )
         try:
             # Shapes are derived from the lines about to be written, never read from the job
             # file: only this process's own canaries spare a shape another request.
@@ -173,6 +182,7 @@ class BatchRounds:
         self._verified.update(report.shapes)
         state.adaptations = report.learned
         state.canary_requests += report.requests
+        state.pack_lines += report.packs
         state.submitted_requests += report.requests  # --max-requests counts them
         usage = Usage.from_fields(state.canary_usage) + report.usage
         state.canary_usage = usage.as_fields()
@@ -214,8 +224,8 @@ class BatchRounds:
             info = await self.api.create(record.file_id, metadata)
         record.batch_id = info.batch_id
         record.status = info.status
-        for custom_id in record.custom_ids:
-            item = self.state.items.get(custom_id)
+        for key in record.abstract_keys():
+            item = self.state.items.get(key)
             if item is not None:
                 item.batch_id = info.batch_id
         self.save()
@@ -223,14 +233,22 @@ class BatchRounds:
 
     def _lost(self, record: BatchRecord, path: Path) -> None:
         """An input file deleted before it was uploaded: its items go into the next round."""
-        for custom_id in record.custom_ids:
-            item = self.state.items.get(custom_id)
+        for key in record.abstract_keys():
+            item = self.state.items.get(key)
             if item is not None and item.status == "submitted" and item.batch_id is None:
                 item.status = "repair" if item.turns else "pending"
                 item.attempts -= 1
         record.collected = True
         record.error = f"input file {path} was gone before upload: rebuilt"
+        self._release(record, 0.0)
         self.save()
+
+    def _release(self, record: BatchRecord, billed: float | None) -> None:
+        """A collected batch's lines are no longer held at their worst against --max-cost:
+        what they were billed is spent instead (lines never run, nothing)."""
+        state = self.state
+        state.estimated_cost = max(0.0, state.estimated_cost - record.held) + (billed or 0.0)
+        record.held = 0.0
 
     async def _poll(self) -> None:
         changed = False
@@ -262,7 +280,10 @@ class BatchRounds:
             if file_id:
                 lines.extend(line for _, line in jsonl_lines(await self.api.content(file_id)))
         record.error = "; ".join(f"{code}: {message}" for code, message in info.errors) or None
+        before = Usage.from_fields(self.state.usage)
         self.collector.collect(record, info, lines)
+        billed = Usage.from_fields(self.state.usage) - before
+        self._release(record, self.prices.cost(self.config.client.model, billed, batch=True))
         self.save()  # answers are in the cache; the job now says so too
         log.info("collected batch %s (%s)", record.batch_id, info.status)
 

@@ -54,7 +54,10 @@ def _expected(
     if cache is None:
         return None, "known once the cheap model has tagged every abstract"
     try:
-        cheap_plan, strong_plan = RunPlan.load(cheap_config), RunPlan.load(strong_config)
+        cheap_plan, strong_plan = (
+            RunPlan.load(cheap_config, prices),
+            RunPlan.load(strong_config, prices),
+        )
         scores, areas = Scores(scan.count), AreaCodes(scan.count)
         for abstract in scan.abstracts():
             outcome = entry_outcome(cache.get(cheap_plan.item_key(abstract)))

@@ -21,7 +21,7 @@ from tagger.pipeline.job import RunnerHook, build_manifest, tag_into
 from tagger.pipeline.progress import ProgressSink
 from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
-from tagger.prompting.plan import RunPlan
+from tagger.prompting.plan import RunPlan, with_prompt_pinned
 
 __all__ = ["CascadeRun", "check_cascade", "run_cascade_job"]
 
@@ -41,7 +41,7 @@ def check_cascade(config: RunConfig, prices: PriceTable) -> None:
 
     cascade = config.cascade
     assert cascade is not None
-    plan = RunPlan.load(config)
+    plan = RunPlan.load(config, prices)
     cheap_client = config.client.model_copy(update={"model": cascade.cheap})
     if not request_rules(cheap_client, plan.prompt.params).logprobs:
         effort = config.client.reasoning_effort
@@ -83,6 +83,9 @@ async def run_cascade_job(
     would be: a cascade that did not finish replaces it only if that makes it better.
     """
     check_cascade(config, prices)
+    # One prompt for every stage, chosen once: the live sample of a --batch cascade asks
+    # under the same prompt as its batches (one cache key; the rerun pins that --prompt).
+    config = with_prompt_pinned(config, prices)
     target = OutputFile(output, scan.files) if output is not None and writer is None else None
 
     async def drive(
@@ -121,7 +124,7 @@ async def run_cascade_job(
             update={"client": config.client.model_copy(update={"model": cascade.cheap})}
         )
         manifest = build_manifest(
-            cheap_config, RunPlan.load(cheap_config), scan, output, stats, status, started
+            cheap_config, RunPlan.load(cheap_config, prices), scan, output, stats, status, started
         )
         manifest["model"] = f"{cascade.cheap},{cascade.strong}"
         flex = config.client.service_tier == "flex"

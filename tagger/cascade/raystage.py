@@ -48,7 +48,7 @@ def ray_stages(how: Any, prices: PriceTable, total: int) -> StageDriver:
         # stage's first requests sent from here (tagger.ray.canary); what they taught goes
         # to every actor, what they cost counts against the stage's caps.
         config = await settled_model(config)
-        canary = await send_ray_canary(RunPlan.load(config), scan, frozenset(), prices)
+        canary = await send_ray_canary(RunPlan.load(config, prices), scan, frozenset(), prices)
         return run_stage(config, scan, rows, sink, prices, how, total, canary)
 
     return drive
@@ -74,7 +74,7 @@ def run_stage(
     from tagger.ray.dataset import DEFAULT_ACTOR_CPUS, limits_of, tag_dataset_with
 
     started = time.monotonic()
-    plan = RunPlan.load(config)
+    plan = RunPlan.load(config, prices)
     connect(how.address)
     wanted = _bitmap(scan, total)
     prepaid = (canary.report.requests, canary.report.usage) if canary else (0, NO_USAGE)

@@ -85,6 +85,7 @@ def rerun_command(command: RunCommand, options: RunOptions, prompt_ref: str | No
         ("--prompt", prompt_ref or options.prompt, None),
         ("--prompts-dir", options.prompts_dir, None),
         ("--mode", options.mode.value if options.mode is not None else None, None),
+        ("--per-request", options.per_request, None),
         ("--cache-dir", options.cache_dir, None),
     ]
     for flag, value, default in chosen:
@@ -107,12 +108,11 @@ def run_batch(
     from tagger.batch.job import run_batch_job
     from tagger.cli.tables import print_summary
     from tagger.pipeline.bar import BarProgress
-    from tagger.prompting.prompts import load_prompt
+    from tagger.prompting.plan import run_prompt
 
     destination = None if str(command.output) == "-" else command.output
     sink = BarProgress(console, scanned.count, show=not command.quiet)
-    prompt_ref = load_prompt(config.prompts_dir, config.prompt_ref).ref
-    rerun = rerun_command(command, options, prompt_ref)
+    rerun = rerun_command(command, options, run_prompt(config, prices).ref)
     run = run_batch_job(
         config,
         scanned,
@@ -184,7 +184,10 @@ def print_batch_estimate(console: Console, report: DryRunReport, config: RunConf
     batch = prices.cost(config.client.model, usage, batch=True)
     live = "n/a" if report.cost is None else f"${report.cost:.4f}"
     spent = "n/a (unknown model price)" if batch is None else f"${batch:.4f}"
-    say(console, f"estimated cost with --batch: {spent} at Batch API prices (live: {live})")
+    canary = "" if report.batch_cost is None else (
+        f"; ${report.batch_cost:.4f} in all, its first line sent live first as a test"
+    )  # fmt: skip
+    say(console, f"estimated cost with --batch: {spent} at Batch API prices (live: {live}){canary}")
 
 
 @contextmanager

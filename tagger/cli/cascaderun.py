@@ -58,12 +58,11 @@ def run_cascade_command(
     watcher, rerun = None, ""
     if config.batch is not None:
         from tagger.cli.batchrun import BatchLines, rerun_command
-        from tagger.prompting.prompts import load_prompt
+        from tagger.prompting.plan import run_prompt
 
         watcher = BatchLines(console, quiet=command.quiet)
         rerun = cascade_rerun(
-            rerun_command(command, options, load_prompt(config.prompts_dir, config.prompt_ref).ref),
-            options,
+            rerun_command(command, options, run_prompt(config, prices).ref), options
         )
     stages = None
     if options.ray:

@@ -20,18 +20,31 @@ def prompts(prompts_dir: PromptsDirOpt = None) -> None:
 
         directory = prompts_dir or default_prompts_dir()
         found = list_prompts(directory)
-        default = load_prompt(directory, None) if found else None
+        # Without --prompt a run that packs gets one default, a run of one abstract per
+        # request the other (tagger.prompting.plan.run_prompt); they may be the same.
+        defaults = [load_prompt(directory, None, packs=packs) for packs in (True, False)]
+        marks = _marks(defaults) if found else {}
         # The default taxonomy is the one a run with the default prompt uses: its pin, else
         # the newest.
-        taxonomy = default.taxonomy_version if default is not None else None
+        taxonomies = {prompt.taxonomy_version for prompt in defaults} if found else set()
         print_prompts(
             directory,
             found,
             [_shared(directory, prompt) for prompt in found],
-            default.ref if default is not None else None,
-            _taxonomies(directory, taxonomy),
+            marks,
+            _taxonomies(directory, taxonomies),
             _synonyms(directory),
         )
+
+
+def _marks(defaults: list[Prompt]) -> dict[str, str]:
+    """The default column of the prompts table: which default each is (packed, one each)."""
+    from tagger.cli.tables import DEFAULT_MARK
+
+    packed, single = defaults
+    if packed.ref == single.ref:
+        return {packed.ref: DEFAULT_MARK}
+    return {packed.ref: f"{DEFAULT_MARK}: packs", single.ref: f"{DEFAULT_MARK}: one per request"}
 
 
 def _shared(prompts_dir: Path, prompt: Prompt) -> str:
@@ -57,19 +70,17 @@ def _shared(prompts_dir: Path, prompt: Prompt) -> str:
     return f"{shared:,}, {cached:,} cached{packs}"
 
 
-def _taxonomies(prompts_dir: Path, default: str | None) -> list[VersionRow]:
+def _taxonomies(prompts_dir: Path, pinned: set[str | None]) -> list[VersionRow]:
+    """The taxonomy versions; those the default prompts pin are marked (None: the newest)."""
     from tagger.cli.tables import VersionRow
     from tagger.prompting.taxonomy import load_taxonomy
 
     versions = _versions(prompts_dir / "taxonomy")
+    defaults = {version or (versions[-1] if versions else None) for version in pinned}
     rows = []
     for version in versions:
         taxonomy = load_taxonomy(prompts_dir, version)
-        rows.append(
-            VersionRow(
-                version, taxonomy.hash, len(taxonomy.areas), version == (default or versions[-1])
-            )
-        )
+        rows.append(VersionRow(version, taxonomy.hash, len(taxonomy.areas), version in defaults))
     return rows
 
 

@@ -55,7 +55,10 @@ def run(
         typer.Option(
             envvar="TAGGER_PROMPT",
             help="Prompt version, e.g. tag@v1 (see `tagger prompts`).",
-            show_default="newest",
+            show_default=(
+                "tag's newest that packs (tag@v3) when the run sends several abstracts per "
+                "request, else its newest that asks about one (tag@v2)"
+            ),
             metavar="NAME@VERSION",
         ),
     ] = None,
@@ -85,7 +88,10 @@ def run(
             envvar="TAGGER_PER_REQUEST",
             min=1,
             max=MAX_PER_REQUEST,
-            help="Abstracts asked about in one request (a prompt that packs, e.g. tag@v3).",
+            help=(
+                "Abstracts asked about in one request or --batch line (a prompt that packs, "
+                "e.g. tag@v3)."
+            ),
             show_default=(
                 f"{defaults.PER_REQUEST} on OpenAI's API for a model with a cached-input price, "
                 "else 1"

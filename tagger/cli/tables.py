@@ -3,7 +3,7 @@ reviewtables.py, errortables.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -78,10 +78,12 @@ def print_dry_run(console: Console, report: DryRunReport) -> None:
     table.add_row("unique", str(report.unique))
     table.add_row("already cached", str(report.cached))
     table.add_row("to send", str(report.unique - report.cached))
+    if report.prompt:
+        table.add_row("prompt", cell(report.prompt))
     if report.per_request > 1:
+        first = "batch lines, the first sent live as a test" if report.batch else "the first alone"
         table.add_row(
-            "requests",
-            f"{report.requests} (up to {report.per_request} abstracts each; the first alone)",
+            "requests", f"{report.requests} (up to {report.per_request} abstracts each; {first})"
         )
     tokens = f"{report.usage.prompt_tokens} in"
     if report.usage.cached_input_tokens:
@@ -125,7 +127,7 @@ def print_prompts(
     prompts_dir: Path,
     prompts: Sequence[Prompt],
     shared: Sequence[str],
-    default_prompt: str | None,
+    marks: Mapping[str, str],
     taxonomies: Sequence[VersionRow],
     synonyms: Sequence[VersionRow],
 ) -> None:
@@ -142,7 +144,7 @@ def print_prompts(
             cell(item.ref),
             item.hash,
             cell(item.taxonomy_version or "newest"),
-            DEFAULT_MARK if item.ref == default_prompt else "",
+            marks.get(item.ref, ""),
             tokens,
             cell(item.description),
         )
@@ -151,10 +153,15 @@ def print_prompts(
         "shared tokens: the start of every request, the same for every abstract (schema, "
         "instructions, task areas). OpenAI bills the cached part at a tenth of the input "
         "price; a prompt sharing fewer than 1,024 tokens pays them in full every time. "
-        "Cheapest on OpenAI: a prompt that packs (tag@v3, the default, or tag-compact@v3), "
-        "whose shared part is paid once per 8 abstracts (--per-request); see "
-        "docs/cloud-models.md for the figures. A local server bills nothing and gets one "
-        "abstract per request: there the shorter prompt is the faster one (tag-compact@v1).",
+        "Cheapest on OpenAI: a prompt that packs (tag@v3 or tag-compact@v3), whose shared "
+        "part is paid once per 8 abstracts (--per-request); see docs/cloud-models.md for the "
+        "figures. A local server bills nothing and gets one abstract per request: there the "
+        "shorter prompt is the faster one (tag-compact@v1). Without --prompt, a run that "
+        "sends several abstracts per request (OpenAI's API for a model billed a cached-input "
+        "price, --per-request 2 or more) uses "
+        "the default that packs; one that sends one (a local or other server, "
+        "--per-request 1) uses the default that asks about one abstract, which small "
+        "models follow.",
         highlight=False,
         markup=False,
     )

@@ -8,7 +8,8 @@ naming a parameter teaches the rules (tagger.sending.params, at most once per pa
 every later body is built with them; any other refusal stops the run with one line before
 anything is uploaded or started. The canary is a real request: its tokens are counted and
 priced at live prices like any other. A valid answer is read by the per-abstract policy and
-kept in the answer cache under its abstract's key, so that abstract is not paid twice.
+kept in the answer cache under its abstract's key, so that abstract is not paid twice (a pack
+line's reply is split first, as any pack's: each valid answer in it is kept).
 The batch rounds (tagger.batch.rounds) and the Ray driver (tagger.ray.canary) drive this.
 """
 
@@ -25,7 +26,8 @@ from tagger.config import Mode
 from tagger.errors import CacheWriteError, FatalAPIError, RequestTimedOut, SendingStopped
 from tagger.pipeline.cache import AnswerCache, outcome_entry
 from tagger.pipeline.outcome import Outcome
-from tagger.pipeline.policy import Action, ItemPolicy, ItemState
+from tagger.pipeline.pack import split_pack
+from tagger.pipeline.policy import Action, Decision, ItemPolicy, ItemState
 from tagger.redact import safe_text
 from tagger.sending.client import LLMClient
 from tagger.sending.params import refusal_of
@@ -34,8 +36,8 @@ from tagger.sending.server_faults import is_format_rejection, is_transient, serv
 from tagger.terminal import one_line
 from tagger.usage import NO_USAGE, RequestEstimate, Usage
 
-__all__ = ["BATCH", "MAX_SHAPES", "CanaryLine", "CanaryReport", "Driver", "body_shape",
-           "send_canary"]  # fmt: skip
+__all__ = ["BATCH", "MAX_SHAPES", "CanaryLine", "CanaryReport", "Driver", "PackMember",
+           "body_shape", "send_canary"]  # fmt: skip
 log = logging.getLogger(__name__)
 
 MAX_SHAPES = 4  # distinct body shapes tried per round, at most (one request each, plus fixes)
@@ -60,13 +62,25 @@ BATCH = Driver("nothing was uploaded", "the batch's first line", "every line",
 
 
 @dataclass(frozen=True)
+class PackMember:
+    """One abstract of a pack line: its cache key, the policy's state for it, and its own
+    prompt tokens (by which the reply's tokens are shared out: tagger.pipeline.packshare)."""
+
+    key: str
+    state: ItemState
+    own_tokens: int
+
+
+@dataclass(frozen=True)
 class CanaryLine:
     """One request the driver is about to send: its abstract's cache key, the policy's state
-    for it, and its body (with its estimate) built with the rules as they are when called."""
+    for it, and its body (with its estimate) built with the rules as they are when called.
+    A line about several abstracts names each in `pack` (key and state are its first's)."""
 
     key: str
     state: ItemState
     build: Callable[[], tuple[dict[str, Any], RequestEstimate | None]]
+    pack: tuple[PackMember, ...] = ()
 
 
 @dataclass
@@ -75,6 +89,7 @@ class CanaryReport:
 
     requests: int = 0
     refused: int = 0  # requests refused for a parameter (each taught the rules one thing)
+    packs: int = 0  # answers to lines about several abstracts
     usage: Usage = NO_USAGE  # every canary reply's tokens
     shapes: list[str] = field(default_factory=list)  # the shapes that were answered
     learned: list[str] = field(default_factory=list)  # the rules' adaptations afterwards
@@ -126,6 +141,8 @@ async def send_canary(
         if len(report.shapes) >= MAX_SHAPES or report.stopped is not None:
             break
         reply = await _try(client, line, report, driver, mode)
+        if reply is not None and line.pack:
+            report.packs += 1
         if reply is not None and keep is not None:
             _keep(keep, policy, mode, line, reply, report)
     report.learned = list(client.rules.learned)
@@ -189,8 +206,25 @@ def _keep(
     reply: Reply,
     report: CanaryReport,
 ) -> None:
-    """A valid answer, read by the per-abstract policy as any reply is, kept under its key."""
-    decision = policy.on_reply(line.state.sent(), reply)
+    """Each valid answer, read by the per-abstract policy as any reply is, kept under its key
+    (a pack's reply split first: tagger.pipeline.pack; unusable as a whole, nothing is kept)."""
+    if not line.pack:
+        _keep_one(cache, mode, line.key, policy.on_reply(line.state.sent(), reply), reply, report)
+        return
+    split = split_pack(reply, [member.own_tokens for member in line.pack])
+    for member, share in zip(line.pack, split.replies, strict=False):  # none if unusable
+        decision = policy.judge(member.state.sent(), share)
+        _keep_one(cache, mode, member.key, decision, share, report)
+
+
+def _keep_one(
+    cache: AnswerCache,
+    mode: Mode,
+    key: str,
+    decision: Decision,
+    reply: Reply,
+    report: CanaryReport,
+) -> None:
     if decision.action is not Action.OK:
         return  # its abstract is asked as the driver asks it (the canary's tokens are counted)
     outcome = Outcome(
@@ -201,11 +235,11 @@ def _keep(
         served_model=reply.model,
     )
     try:
-        cache.put(line.key, outcome_entry(outcome))
+        cache.put(key, outcome_entry(outcome))
     except CacheWriteError as exc:
         log.warning("the test request's answer could not be kept (%s): it is asked again", exc)
         return
-    report.kept[line.key] = reply.usage
+    report.kept[key] = reply.usage
 
 
 def _gave_up(report: CanaryReport, reason: str) -> None:

@@ -2,7 +2,8 @@
 
 The requests are grouped as the run sends them: the first abstract alone (the mode probe's
 request, paying its prompt in full), the rest `per_request` to a request (tagger.pipeline.
-packing), each estimated by the run's estimator (tagger.pipeline.estimate).
+packing), each estimated by the run's estimator (tagger.pipeline.estimate). A batch's lines
+are all packs (tagger.batch.lines), the first of them sent live as the batch's canary.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class DryRunReport:
     usage: Usage  # estimated
     cost: float | None
     model: str = ""
+    prompt: str = ""  # the prompt's name@version (without --prompt: the default for the run)
     price_row: str | None = None  # the prices row the cost came from (None: not priced)
     price_note: str = ""  # that row's date and source, or the closest priced names
     service_tier: str = "default"
@@ -48,22 +50,31 @@ class DryRunReport:
     cache_note: str = ""  # how the provider's prompt cache enters the estimate
     per_request: int = 1  # abstracts per request (--per-request)
     requests: int = 0  # chat requests expected, none repeated
+    batch: bool = False  # --batch: the requests are a batch's lines
+    # --batch: every line at Batch API prices but the first, sent live as the batch's canary.
+    batch_cost: float | None = None
 
 
-def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunReport:
-    """Count, render the first prompt and estimate tokens and cost; no key, no request."""
-    plan = RunPlan.load(config)
+def dry_run(
+    config: RunConfig, scan: InputScan, prices: PriceTable, *, senders: int = 1
+) -> DryRunReport:
+    """Count, render the first prompt and estimate tokens and cost; no key, no request.
+
+    `senders`: processes sending at once, each starting with a request that finds nothing in
+    the provider's prompt cache (a Ray run's actors)."""
+    plan = RunPlan.load(config, prices)
     per_request = per_request_for(config, plan.prompt, prices)
     cache = AnswerCache.open_existing(config.cache_dir) if config.use_cache else None
     mode = config.mode or ModeProbe(None).mode
     rules = request_rules(config.client, plan.prompt.params, cache_key=plan.prompt_cache_key)
     model = config.client.model
     estimator = RequestEstimator(plan, rules, prices.cache_rule(model))
-    total = RunEstimate()
+    total = RunEstimate(senders)
     first: list[dict[str, str]] = []
     asked = _Asked(plan, cache)
     try:
-        for group in _requests(asked.abstracts(scan), per_request):
+        first_alone = config.batch is None  # a batch's first line is its canary, a whole pack
+        for group in _requests(asked.abstracts(scan), per_request, first_alone=first_alone):
             items = [(abstract.text, abstract.title) for abstract in group]
             if len(items) == 1:
                 text, title = items[0]
@@ -83,6 +94,11 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
     flex = tier == "flex"
     usage = total.usage
     uncached = Usage(usage.prompt_tokens, usage.completion_tokens, 0, usage.reasoning_tokens)
+    batch_cost = None
+    if config.batch is not None:
+        canary = prices.cost(model, total.first)
+        lines = prices.cost(model, usage - total.first, batch=True)
+        batch_cost = None if canary is None or lines is None else canary + lines
     return DryRunReport(
         items=scan.count,
         unique=scan.unique,
@@ -91,6 +107,7 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
         usage=usage,
         cost=prices.cost(model, usage, flex=flex),
         model=model,
+        prompt=plan.prompt.ref,
         price_row=prices.entry(model),
         price_note=price_note(prices, model),
         service_tier=tier,
@@ -99,9 +116,11 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
         floor_cost=prices.cost(model, total.floor, flex=flex),
         floor=total.floor,
         fixed_tokens=estimator.fixed_tokens(mode),
-        cache_note=_cache_note(estimator, mode, prices, config),
+        cache_note=_cache_note(estimator, mode, prices, config, senders),
         per_request=per_request,
         requests=total.requests,
+        batch=config.batch is not None,
+        batch_cost=batch_cost,
     )
 
 
@@ -126,10 +145,13 @@ class _Asked:
             yield abstract
 
 
-def _requests(abstracts: Iterator[Abstract], per_request: int) -> Iterator[list[Abstract]]:
-    """The abstracts as the run sends them: the first alone, then per_request at a time."""
+def _requests(
+    abstracts: Iterator[Abstract], per_request: int, *, first_alone: bool = True
+) -> Iterator[list[Abstract]]:
+    """The abstracts as the run sends them: the first alone (unless not `first_alone`), then
+    per_request at a time."""
     group: list[Abstract] = []
-    alone = True
+    alone = first_alone
     for abstract in abstracts:
         group.append(abstract)
         if alone or len(group) == per_request:
@@ -140,7 +162,7 @@ def _requests(abstracts: Iterator[Abstract], per_request: int) -> Iterator[list[
 
 
 def _cache_note(
-    estimator: RequestEstimator, mode: Mode, prices: PriceTable, config: RunConfig
+    estimator: RequestEstimator, mode: Mode, prices: PriceTable, config: RunConfig, senders: int
 ) -> str:
     """How the provider's prompt cache enters the estimate, in one line."""
     fixed = estimator.fixed_tokens(mode)
@@ -156,9 +178,12 @@ def _cache_note(
             f"{fixed:,} tokens are the same in every request, under the "
             f"{estimator.cache.min_tokens:,} the provider caches: none cached"
         )
+    first = (
+        "the first request" if senders <= 1 else f"the first request of each of {senders} actors"
+    )
     return (
         f"{fixed:,} tokens are the same in every request; {hit:,} of them billed as cached "
-        "after the first request (the provider does not promise hits: at most the uncached cost)"
+        f"after {first} (the provider does not promise hits: at most the uncached cost)"
     )
 
 

@@ -28,9 +28,10 @@ from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.redact import public_url
 from tagger.sending.client import LLMClient
-from tagger.sending.gate import SendGate, SpendGuard
+from tagger.sending.gate import SendGate
 from tagger.sending.local import watch_for_slow_answers
 from tagger.sending.models import with_only_model
+from tagger.sending.spendguard import SpendGuard
 
 
 def require_key(config: RunConfig) -> None:
@@ -107,11 +108,11 @@ async def tag_into(
 
     `output` is only what the manifest names as the output file ("-" for None).
     """
-    plan = RunPlan.load(config)  # a bad prompt is refused before anything is asked
+    plan = RunPlan.load(config, prices)  # a bad prompt is refused before anything is asked
     if config.choose_model:
         chosen = await with_only_model(config)  # at defaults, a server's only model
         if chosen is not config:
-            config, plan = chosen, RunPlan.load(chosen)
+            config, plan = chosen, RunPlan.load(chosen, prices)
     guard = _guard(config, prices)
     cache = open_cache(config)
     gate = SendGate(config.client.rpm, config.client.tpm, config.concurrency, guard)

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tagger.config import RunConfig
-from tagger.defaults import default_per_request
 from tagger.errors import BudgetExceeded, ConfigError, FormatRejected, RequestFailed
 from tagger.files.abstracts import Abstract
 from tagger.logcontext import about
@@ -30,10 +29,11 @@ from tagger.pipeline.item import ItemTagger, ProbeSnapshot
 from tagger.pipeline.outcome import Outcome
 from tagger.pipeline.pack import own_prompt_tokens, pack_params, split_pack
 from tagger.pipeline.packshare import share_usage
-from tagger.pipeline.policy import Action, Failure, ItemState
+from tagger.pipeline.policy import Action, ItemState
 from tagger.pipeline.request import render_pack
 from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
+from tagger.prompting.plan import wanted_per_request
 from tagger.prompting.prompts import DEFAULT_PROMPT_NAME, Prompt, list_prompts
 from tagger.sending.client import AttemptBudget
 from tagger.sending.reply import Reply
@@ -75,29 +75,23 @@ class PackCounts:
 
 
 def per_request_for(config: RunConfig, prompt: Prompt, prices: PriceTable) -> int:
-    """Abstracts per request: --per-request, else what tagger.defaults chooses for the
-    server (packs where the provider bills prompt caching) when the prompt packs, else 1.
+    """Abstracts per request (a batch's per line, alike): what the run wants
+    (tagger.prompting.plan.wanted_per_request: --per-request, else several where the
+    provider bills prompt caching) when the prompt packs, else 1.
 
     ConfigError for more than one with a prompt that asks about one abstract per request.
     """
-    if config.batch is not None:
-        return 1  # Batch API lines ask about one abstract each (Batch already halves the price)
     given = config.per_request
-    if given is not None:
-        if given > 1 and not prompt.packs:
-            can = [p for p in list_prompts(config.prompts_dir) if p.packs]
-            # The same prompt's newest version that packs, else the default prompt's, else any.
-            can.sort(key=lambda p: (p.name == prompt.name, p.name == DEFAULT_PROMPT_NAME))
-            instead = f"use --prompt {can[-1].ref}, which does" if can else "no prompt here does"
-            raise ConfigError(
-                f"--per-request {given}: {prompt.ref} asks about one abstract per request; "
-                f"{instead}, or drop --per-request"
-            )
-        return given
-    if not prompt.packs:
-        return 1
-    billed = prices.cache_rule(config.client.model) is not None
-    return default_per_request(config.client.effective_base_url, caches_prompts=billed)
+    if given is not None and given > 1 and not prompt.packs:
+        can = [p for p in list_prompts(config.prompts_dir) if p.packs]
+        # The same prompt's newest version that packs, else the default prompt's, else any.
+        can.sort(key=lambda p: (p.name == prompt.name, p.name == DEFAULT_PROMPT_NAME))
+        instead = f"use --prompt {can[-1].ref}, which does" if can else "no prompt here does"
+        raise ConfigError(
+            f"--per-request {given}: {prompt.ref} asks about one abstract per request; "
+            f"{instead}, or drop --per-request"
+        )
+    return wanted_per_request(config, prices) if prompt.packs else 1
 
 
 class PackingTagger:
@@ -274,12 +268,11 @@ class PackingTagger:
         own = own_prompt_tokens([(waiting.text, waiting.title) for waiting in taken])
         shares = share_usage(reply.usage if reply is not None else NO_USAGE, own, [0] * len(own))
         for waiting, usage in zip(taken, shares, strict=True):
-            state = ItemState(attempts=sent, usage=usage)
-            if not self.single.policy.can_send(state):
-                decision = self.single.policy.on_failure(state, Failure(reason, retryable=False))
-                _settle(waiting, Outcome(error=decision.reason, usage=state.usage))
+            decision = self.single.policy.on_unusable_pack(ItemState(attempts=sent), usage, reason)
+            if decision.action is Action.FAIL:
+                _settle(waiting, Outcome(error=decision.reason, usage=decision.state.usage))
                 continue
-            self._start(self._alone(waiting, state))
+            self._start(self._alone(waiting, decision.state))
 
 
 def _settle(waiting: _Waiting, result: Outcome | BaseException) -> None:

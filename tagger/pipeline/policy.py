@@ -6,7 +6,9 @@ An item's state (requests sent, repair turns, cut-offs, tokens) plus pure steps:
 - `ItemPolicy.on_reply(state, reply)`: what a reply means: ok, repair, ask again with a bigger
   token budget, or fail (`judge` for one abstract's share of a pack's reply, which
   tagger.pipeline.pack splits);
-- `ItemPolicy.on_failure(state, failure)`: what a failed request means: retry later or fail.
+- `ItemPolicy.on_failure(state, failure)`: what a failed request means: retry later or fail;
+- `ItemPolicy.on_unusable_pack(state, used, reason)`: a pack's reply without usable answers:
+  ask this abstract again alone, or fail it.
 
 Each step returns a `Decision`: the action and the item's next state. The drivers only send,
 wait and store: the live client retries within its request (tenacity asks `is_retryable`), a
@@ -212,6 +214,16 @@ class ItemPolicy:
             reason = f"{failure.reason} (after {state.attempts} attempts)"
             return Decision(Action.FAIL, state, reason=reason)
         return Decision(Action.RETRY, state, reason=failure.reason)
+
+    def on_unusable_pack(self, state: ItemState, used: Usage, reason: str) -> Decision:
+        """A pack's reply (or failure) that no answer can be taken from: this abstract is asked
+        again alone (RETRY, its share `used` of the reply's tokens with it), or fails if it may
+        send no more."""
+        state = replace(state, usage=state.usage + used)
+        reason = safe_text(reason, self.secret)
+        if not self.can_send(state):
+            return Decision(Action.FAIL, state, reason=reason)
+        return Decision(Action.RETRY, state, reason=reason)
 
     def _cut_off(self, state: ItemState, thought: int = 0) -> Decision:
         """The server stopped the answer at max_tokens: ask again with twice the budget, once.

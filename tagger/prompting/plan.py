@@ -9,8 +9,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from tagger.config import RunConfig
+from tagger.defaults import default_per_request
 from tagger.files.abstracts import Abstract
 from tagger.pipeline.cache import cache_key, canonical_json
+from tagger.pricing import PriceTable
 from tagger.prompting.packs import pack_schema
 from tagger.prompting.prompts import Prompt, load_prompt
 from tagger.prompting.schema import SCHEMA_VERSION, answer_json_schema, build_answer_model
@@ -31,9 +33,10 @@ class RunPlan:
     key_run_part: str  # key_base serialised once: every abstract's cache key starts with it
 
     @classmethod
-    def load(cls, config: RunConfig) -> RunPlan:
-        """Load prompt, taxonomy and synonyms from the prompts directory."""
-        prompt = load_prompt(config.prompts_dir, config.prompt_ref)
+    def load(cls, config: RunConfig, prices: PriceTable) -> RunPlan:
+        """Load prompt, taxonomy and synonyms from the prompts directory (`prices`: whether
+        the model's prompt cache is billed, which decides the default prompt)."""
+        prompt = run_prompt(config, prices)
         taxonomy = load_taxonomy(config.prompts_dir, prompt.taxonomy_version)
         synonyms = load_synonyms(config.prompts_dir)
         model = build_answer_model(taxonomy, synonyms)
@@ -62,6 +65,41 @@ class RunPlan:
     def item_key(self, abstract: Abstract) -> str:
         """The cache key of one abstract under this plan."""
         return cache_key(self.key_run_part, abstract.text, abstract.title)
+
+
+def wanted_per_request(config: RunConfig, prices: PriceTable, model: str | None = None) -> int:
+    """Abstracts per request (or --batch line) the run sends if its prompt packs:
+    --per-request if given, else what tagger.defaults chooses for the server and `model`
+    (the run's): 8 on OpenAI's API for a model billed a cached-input price, else 1."""
+    if config.per_request is not None:
+        return config.per_request
+    billed = prices.cache_rule(model or config.client.model) is not None
+    return default_per_request(config.client.effective_base_url, caches_prompts=billed)
+
+
+def packs_by_default(config: RunConfig, prices: PriceTable) -> bool:
+    """Whether a run without --prompt gets a prompt that packs: when it would send several
+    abstracts per request or --batch line. A cascade's stages share one prompt (one cache
+    key, one pinned --prompt to rerun): it packs if either stage would."""
+    cascade = config.cascade
+    models = [cascade.cheap, cascade.strong] if cascade is not None else [config.client.model]
+    return any(wanted_per_request(config, prices, model) > 1 for model in models)
+
+
+def run_prompt(config: RunConfig, prices: PriceTable) -> Prompt:
+    """The run's prompt: --prompt if given, else the default prompt's newest version that
+    packs when the run sends several abstracts per request (tag@v3), else its newest that
+    asks about one (tag@v2: a small local model follows its plain form, not a pack's)."""
+    if config.prompt_ref is not None and config.prompt_ref.strip():
+        return load_prompt(config.prompts_dir, config.prompt_ref)
+    return load_prompt(config.prompts_dir, None, packs=packs_by_default(config, prices))
+
+
+def with_prompt_pinned(config: RunConfig, prices: PriceTable) -> RunConfig:
+    """The configuration with its prompt chosen once, as --prompt NAME@VERSION: for drivers
+    whose parts run under changed options (a --batch cascade's live sample) but must ask
+    under one prompt (one cache key, one --prompt to rerun)."""
+    return config.model_copy(update={"prompt_ref": run_prompt(config, prices).ref})
 
 
 def request_schema(prompt: Prompt, answer_model: type[BaseModel]) -> dict[str, Any]:

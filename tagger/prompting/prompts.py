@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from tagger.prompting.templates import check_template, template_parts
 # Directories under prompts/ that hold data the prompts use, not prompts.
 RESERVED_DIRS = frozenset({"taxonomy", "synonyms"})
 DEFAULT_PROMPT_NAME = "tag"
+MAX_TOML_BYTES = 4 << 20  # a prompt, taxonomy or synonyms file is kilobytes
 
 _VERSION_RE = re.compile(r"^v?(\d+)$", re.IGNORECASE)
 
@@ -31,9 +33,16 @@ def version_number(version: str) -> int | None:
 def read_toml(path: Path) -> tuple[dict[str, Any], str]:
     """Parse a TOML file; return its data and the first 12 hex of its sha256."""
     try:
-        raw = path.read_bytes()
+        # Non-blocking: a FIFO named v2.toml opens at once (then is refused), never hangs.
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise ConfigError(f"{path}: not a regular file: replace it with a TOML file")
+        raw = handle.read(MAX_TOML_BYTES + 1)
+    if len(raw) > MAX_TOML_BYTES:
+        raise ConfigError(f"{path}: over {MAX_TOML_BYTES >> 20} MiB: not a prompt or table file")
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -219,8 +228,13 @@ def list_prompts(prompts_dir: Path) -> list[Prompt]:
     ]
 
 
-def load_prompt(prompts_dir: Path, ref: str | None) -> Prompt:
-    """Load a prompt by "name@vN", "name@N", "name" (newest) or None (newest default)."""
+def load_prompt(prompts_dir: Path, ref: str | None, *, packs: bool | None = None) -> Prompt:
+    """Load a prompt by "name@vN", "name@N", "name" (newest) or None (the default prompt).
+
+    The default prompt is the newest version of `tag` (or of the only prompt there is); with
+    `packs` given, the newest of those versions whose `packs` is the same (a run that sends
+    one abstract per request gets a prompt that asks about one), else the newest.
+    """
     found = _discover(prompts_dir)
     if not found:
         raise ConfigError(f"no prompts found in {prompts_dir} (expected <name>/v1.toml)")
@@ -232,8 +246,7 @@ def load_prompt(prompts_dir: Path, ref: str | None) -> Prompt:
             name = next(iter(found))
         else:
             raise ConfigError(f"several prompts exist; choose one with --prompt: {available}")
-        number, path = found[name][-1]
-        return _parse_prompt(name, number, path)
+        return _newest(name, found[name], packs)
     name, sep, version = ref.strip().partition("@")
     files = dict(found.get(name, []))
     wanted = version_number(version) if sep else max(files, default=None)
@@ -242,3 +255,15 @@ def load_prompt(prompts_dir: Path, ref: str | None) -> Prompt:
             f"unknown prompt {ref.strip()!r}; available: {available} (see `tagger prompts`)"
         )
     return _parse_prompt(name, wanted, files[wanted])
+
+
+def _newest(name: str, files: list[tuple[int, Path]], packs: bool | None) -> Prompt:
+    """The newest of a prompt's versions whose `packs` is `packs` (None: any), else the newest."""
+    newest = _parse_prompt(name, *files[-1])
+    if packs is None or newest.packs == packs:
+        return newest
+    for number, path in reversed(files[:-1]):
+        prompt = _parse_prompt(name, number, path)
+        if prompt.packs == packs:
+            return prompt
+    return newest

@@ -33,8 +33,9 @@ from tagger.ray.dataset import (
     read_abstracts,
     tag_dataset_with,
 )
-from tagger.ray.limiter import LIMITER_LOST, LimiterStats
+from tagger.ray.limiter import LIMITER_LOST
 from tagger.ray.merge import MergeStats, choose_of_run, merge_fields, write_merged
+from tagger.ray.messages import LimiterStats
 from tagger.ray.parts import (
     Part,
     PartHeader,
@@ -86,10 +87,10 @@ def run_on_ray(
     earlier parts hold ok under the same cache key, then merge this run's rows into OUT."""
     started_at = dt.datetime.now(dt.UTC)
     started = time.monotonic()
-    RunPlan.load(config)  # a bad prompt is refused before anything is asked
+    RunPlan.load(config, prices)  # a bad prompt is refused before anything is asked
     directory = own_parts_dir(output)  # before Ray starts: a planted link stops us at once
     config = settle(config)  # the server's only model at defaults, then its rules
-    plan = RunPlan.load(config)
+    plan = RunPlan.load(config, prices)
     earlier = PartsRead()
     found = find_parts([directory], earlier)
     run = run_identity(plan, scan.files, scan.count)
