@@ -57,6 +57,18 @@ def fake_server(*args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
             proc.kill()
 
 
+def renice(pid: int, nice: int) -> bool:
+    """Give every thread of a process the niceness `nice` (a negative one needs privileges):
+    a fake server standing for a remote provider is then not starved by the load put beside
+    tagger. False if not allowed."""
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            os.setpriority(os.PRIO_PROCESS, int(task.name), nice)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def server_stats(proc: subprocess.Popen[str]) -> dict[str, object]:
     """Stop the fake server and return the JSON stats line it prints on exit."""
     proc.send_signal(signal.SIGTERM)
@@ -70,16 +82,28 @@ def run_args(source: Path, out: Path, url: str, *extra: str) -> list[str]:
     return ["run", str(source), "-o", str(out), "--base-url", url, "--api-key", "sk-bench", *extra]
 
 
-def run_tagger(args: list[str], code: Path | None = None) -> tuple[float, float, int]:
+def run_tagger(
+    args: list[str], code: Path | None = None, trace: Path | None = None
+) -> tuple[float, float, int]:
     """Run `tagger` in a child process: (wall seconds, peak RSS MB of children, exit code).
 
     `code`: a folder holding another version's `tagger/` package (and `prompts/`) to run
     instead, from that folder (`python -m` puts the working folder first on the path).
+    `trace`: write where each request's time went there (bench/tracehooks.py).
     """
     env = {**os.environ, "PYTHONPATH": str(code)} if code is not None else None
+    start = ["-m", "tagger.cli.app"]
+    if trace is not None:
+        bench = str(Path(__file__).resolve().parent)
+        start = [
+            "-c",
+            f"import sys; sys.path.insert(0, {bench!r}); import tracehooks; "
+            f"tracehooks.install({str(trace)!r}); sys.argv[0] = 'tagger'; "
+            "from tagger.cli.app import app; app()",
+        ]
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "tagger.cli.app", *args],
+        [sys.executable, *start, *args],
         cwd=code or ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -9,7 +9,9 @@ second, as providers may). Four runs against the same limit: --rpm at the true l
 forced --mode (no format probe: the first request goes alone anyway), and --rpm at twice the
 truth (goal: every item still ok). The figure of merit is the request rate the server saw
 (first to last answered request) against the limit. `--loaded` runs two busy loops beside
-tagger (a machine shared with other work); `--against DIR` runs each case with the `tagger/`
+tagger (a machine shared with other work); `--trace` shows where each request's time went
+(gate, socket, server) and at which stage the requests of each 429 bunched (`--trace-dir DIR`
+keeps the traces); `--against DIR` runs each case with the `tagger/`
 package in DIR too (another version, e.g. `git archive main tagger | tar -x -C DIR`), right
 after this one's, as the baseline of the same run.
 """
@@ -26,7 +28,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from common import fake_server, run_args, run_tagger, write_abstracts
+from common import fake_server, renice, run_args, run_tagger, write_abstracts
+from tracereport import report
 
 
 def stats(url: str) -> dict[str, object]:
@@ -66,13 +69,20 @@ def one_run(
 ) -> bool:
     per_minute = args.limit * 60 / args.window
     limits = ["--rpm", str(args.limit), "--window", str(args.window), "--retry-after", "1"]
-    with fake_server(*limits, *([] if args.per_minute_only else ["--per-second"])) as (_, url):
+    limits += [] if args.per_minute_only else ["--per-second"]
+    where = args.trace_dir or tmp
+    name = f"{label.replace(' ', '').replace('=', '-')}-{len(list(where.glob('client-*')))}"
+    traced = (where / f"client{name}.jsonl", where / f"server{name}.jsonl") if args.trace else None
+    limits += ["--trace", str(traced[1])] if traced else []
+    with fake_server(*limits) as (server, url):
+        if args.server_nice is not None and not renice(server.pid, args.server_nice):
+            print(f"could not renice the fake server to {args.server_nice}", file=sys.stderr)
         source = write_abstracts(tmp / f"in-{label}.jsonl", args.items, seed=len(label))
         out = tmp / f"out-{label}.jsonl"
         command = run_args(source, out, url, "--no-cache", "--concurrency", str(args.concurrency))
         command += [*extra, *(["--rpm", str(rpm)] if rpm is not None else [])]
         with busy_loops(2 if args.loaded else 0):
-            wall, _, exit_code = run_tagger(command, code)
+            wall, _, exit_code = run_tagger(command, code, traced[0] if traced else None)
         counts = stats(url)
     by_status = counts["by_status"]
     assert isinstance(by_status, dict)
@@ -86,6 +96,9 @@ def one_run(
         f"{label + version:<30} {wall:6.1f} s  {ok_requests} answered, {limited} x 429, "
         f"{manifest['ok']}/{args.items} ok, exit {exit_code}, limit used {used:.1%}"
     )
+    if traced:
+        cap = max(1, int(args.limit / args.window))
+        print("\n".join(report(*traced, cap=cap)))
     return manifest["ok"] == args.items
 
 
@@ -99,7 +112,15 @@ def main() -> int:
     parser.add_argument("--cases", default=",".join(CASES), help="which runs, comma-separated")
     parser.add_argument("--loaded", action="store_true", help="two busy loops beside tagger")
     parser.add_argument("--against", type=Path, default=None, help="another version's code")
+    parser.add_argument(
+        "--trace", action="store_true", help="where each 429's requests bunched (tracereport.py)"
+    )
+    parser.add_argument("--trace-dir", type=Path, default=None, help="keep the traces here")
+    parser.add_argument(
+        "--server-nice", type=int, default=None, help="the fake server's niceness (e.g. -10)"
+    )
     args = parser.parse_args()
+    args.trace = args.trace or args.trace_dir is not None
     per_minute = round(args.limit * 60 / args.window)
     also = "" if args.per_minute_only else f", and {args.limit / args.window:g} per sliding 1 s"
     print(

@@ -3,6 +3,7 @@ then real `tagger run --ray` actors with the machine loaded.
 
     python bench/ray_limiter.py [--limit 3000] [--seconds 6] [--actors 1,2,4,8,16,32]
                                 [--cli-actors 2,4] [--cli-limit 1200] [--busy 2]
+                                [--loaded-only]
 
 The fake server (its own process) enforces --limit requests per minute over every sliding
 second. One limiter actor (tagger.ray.actors) paces N simulated actors: each is what a Ray Data
@@ -10,6 +11,13 @@ tagging actor holds (a ClusterGate reaching the limiter through a RayLink, an LL
 its own connections), all in this process's event loop, sending for --seconds. The figures:
 429s the server sent (goal 0), the share of the limit the actors used together (first to last
 answered request), and the limiter's own cost: grant calls a second and their mean latency.
+
+Then `tagger run --ray` itself (`--cli-actors`, `''` for none) against a fake enforcing
+`--cli-limit` per minute over every sliding second, quiet and with `--busy` busy loops beside it
+(`--loaded-only`: only loaded; `--actors ''` skips the simulated ones). Besides 429s and the
+limit used, it prints where the actors' time went, from tagger.ray's debug lines (written to a
+file per process by bench/raytrace/sitecustomize.py): grant round trips, permits given back
+unused, and the gaps in what the server received.
 """
 
 from __future__ import annotations
@@ -17,6 +25,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
+import json
+import os
+import re
+import statistics
 import sys
 import time
 import urllib.request
@@ -29,7 +42,7 @@ from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.ray.actors import Limits, RayLink, start_limiter
 from tagger.ray.gate import ClusterGate
-from tagger.ray.limiter import Report
+from tagger.ray.messages import Report
 from tagger.sending.client import AttemptBudget, LLMClient
 
 
@@ -84,8 +97,6 @@ async def simulate(url: str, actors: int, per_minute: int, seconds: float, concu
     await asyncio.gather(*(actor(number) for number in range(actors)))
     wall = time.perf_counter() - began
     with urllib.request.urlopen(url + "/stats", timeout=5) as response:
-        import json
-
         counts = json.load(response)
     ok = int(counts["by_status"].get("200", 0))
     limited = int(counts["by_status"].get("429", 0))
@@ -115,31 +126,54 @@ async def capacity(callers: int, calls: int) -> str:
     return f"limiter capacity: {callers * calls / wall:,.0f} grants/s ({callers} callers at once)"
 
 
-def cli_run(actors: int, per_minute: int, busy: int, items: int, concurrency: int) -> str:
+def cli_run(
+    actors: int,
+    per_minute: int,
+    busy: int,
+    items: int,
+    concurrency: int,
+    code: Path | None,
+    nice: int | None = None,
+) -> str:
     """`tagger run --ray` (its own process, a local Ray, real actors) against a fake enforcing
-    `per_minute` over every sliding second, with `busy` busy loops beside it."""
+    `per_minute` over every sliding second, with `busy` busy loops beside it; `code`: the
+    `tagger/` of another version instead (its folder, for the driver and the actors)."""
     import subprocess
     import tempfile
 
-    from common import run_args, server_stats, write_abstracts
+    from common import renice, run_args, server_stats, write_abstracts
 
     loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
     try:
         with tempfile.TemporaryDirectory() as tmp:
             source = write_abstracts(Path(tmp) / "in.jsonl", items)
-            with fake_server("--rpm", str(per_minute), "--window", "60", "--per-second") as (
-                proc,
-                url,
-            ):
+            trace = Path(tmp) / "server.jsonl"
+            limits = ["--rpm", str(per_minute), "--window", "60", "--per-second"]
+            with fake_server(*limits, "--trace", str(trace)) as (proc, url):
+                if nice is not None and not renice(proc.pid, nice):
+                    print(f"could not renice the fake server to {nice}", file=sys.stderr)
                 args = run_args(source, Path(tmp) / "out.jsonl", url, "--no-cache")
                 args += ["--rpm", str(per_minute), "--concurrency", str(concurrency)]
                 args += ["--ray", "--ray-actors", str(actors), "-q"]
+                logs = Path(tmp) / "logs"
+                logs.mkdir()
+                env = {**os.environ, "TAGGER_BENCH_LOG_DIR": str(logs)}
+                paths = [str(Path(__file__).parent / "raytrace"), str(code or "")]
+                env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
                 began = time.perf_counter()
                 done = subprocess.run(
-                    [sys.executable, "-m", "tagger", *args], capture_output=True, text=True
+                    [sys.executable, "-m", "tagger", *args],
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                    cwd=code,
                 )
                 wall = time.perf_counter() - began
                 counts = server_stats(proc)
+            gaps = idle_gaps(trace, per_minute)
+            manifest = json.loads((Path(tmp) / "out.manifest.json").read_text())
+            print("\n".join(worker_report(logs)), flush=True)
+            print(after_the_wire(logs, trace, per_minute // 60), flush=True)
     finally:
         for loop in loops:
             loop.kill()
@@ -149,11 +183,126 @@ def cli_run(actors: int, per_minute: int, busy: int, items: int, concurrency: in
     ok, limited = int(by_status.get("200", 0)), int(by_status.get("429", 0))
     span = float(counts.get("answered_span", 0.0))  # type: ignore[arg-type]
     used = (ok - 1) / (span * per_minute / 60) if span else 0.0
+    version = "" if code is None else f" [{code.name}]"
+    version += "" if nice is None else f" (the fake at nice {nice})"
     return (
-        f"tagger run --ray, {actors} actors x {concurrency}, {busy} busy loops: exit "
+        f"tagger run --ray{version}, {actors} actors x {concurrency}, {busy} busy loops: exit "
         f"{done.returncode}, {ok} answered, {limited} x 429, limit used {used:6.1%} "
-        f"({wall:.1f} s whole command)"
+        f"({wall:.1f} s whole command); {gaps}; permits {manifest.get('permits')}"
     )
+
+
+def worker_report(logs: Path) -> list[str]:
+    """What the tagging actors' gates said (tagger.ray's debug lines, bench/raytrace)."""
+    grants: list[float] = []
+    ahead: list[float] = []
+    lost: list[float] = []
+    late: list[float] = []
+    written: list[float] = []  # when each request was written (monotonic, every actor)
+    stale = returned = 0
+    batches: list[float] = []
+    for path in logs.glob("*.log"):
+        for line in path.read_text().splitlines():
+            if m := re.search(r"grant: (\d+) permits in ([\d.]+) ms, due (-?[\d.]+) to", line):
+                grants.append(float(m.group(2)))
+                ahead.append(float(m.group(3)))
+            elif m := re.search(r"permit lost: woke ([\d.]+) ms", line):
+                lost.append(float(m.group(1)))
+            elif m := re.search(r"request written (-?[\d.]+) ms after", line):
+                written.append(float(line.split()[0]))
+                if float(m.group(1)) > 20:
+                    late.append(float(m.group(1)))
+            elif m := re.search(r"(\d+) permits stale", line):
+                stale += int(m.group(1))
+            elif m := re.search(r"(\d+) permits returned", line):
+                returned += int(m.group(1))
+            elif m := re.search(r"batch of \d+ records done in ([\d.]+) s", line):
+                batches.append(float(m.group(1)))
+
+    def spread(values: list[float]) -> str:
+        if not values:
+            return "-"
+        values = sorted(values)
+        return (f"median {statistics.median(values):.1f}, p90 "
+                f"{values[int(0.9 * (len(values) - 1))]:.1f}, max {values[-1]:.1f}")  # fmt: skip
+
+    return [
+        f"  grants: {len(grants)}, round trip ms {spread(grants)}; first permit due in ms "
+        f"{spread(ahead)}",
+        f"  permits used over 20 ms late: {len(late)} (ms late {spread(late)}); lost: "
+        f"{len(lost)} woken too late (ms {spread(lost)}), {stale} stale, {returned} returned "
+        "at a batch's end",
+        f"  batches: {len(batches)}, seconds each {spread(batches)}",
+        f"  the most requests written in any one second, all actors together: "
+        f"{most_in_a_second(written)}",
+    ]
+
+
+def most_in_a_second(times: list[float]) -> int:
+    """The most of `times` in any window of one second."""
+    times = sorted(times)
+    most = start = 0
+    for end, at in enumerate(times):
+        while times[start] <= at - 1.0:
+            start += 1
+        most = max(most, end - start + 1)
+    return most
+
+
+def after_the_wire(logs: Path, trace: Path, cap: int) -> str:
+    """How much shorter `cap + 1` requests in a row were when the server judged them than when
+    the actors wrote them (the n-th written taken for the n-th judged)."""
+    written = sorted(
+        float(line.split()[0])
+        for path in logs.glob("*.log")
+        for line in path.read_text().splitlines()
+        if "request written" in line
+    )
+    judged = sorted(
+        json.loads(line)["limited_at"] for line in trace.read_text().splitlines() if line
+    )
+    if len(written) != len(judged) or len(written) <= cap:
+        return f"  written {len(written)}, judged {len(judged)}: not paired"
+    shrink = sorted(
+        (written[i + cap] - written[i]) - (judged[i + cap] - judged[i])
+        for i in range(len(written) - cap)
+    )
+    delays = sorted(b - a for a, b in zip(written, judged, strict=True))
+    return (
+        f"  written to judged: delay median {statistics.median(delays) * 1000:.1f} ms, max "
+        f"{delays[-1] * 1000:.1f} ms; {cap + 1} in a row shrank by up to "
+        f"{shrink[-1] * 1000:.1f} ms (99th percentile {shrink[int(0.99 * len(shrink))] * 1000:.1f})"
+    )
+
+
+def idle_gaps(trace: Path, per_minute: int) -> str:
+    """Where the server waited for requests: the gaps between arrivals longer than 3 paces."""
+    times = sorted(
+        json.loads(line)["limited_at"] for line in trace.read_text().splitlines() if line
+    )
+    pace = 60 / per_minute
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    long = [g for g in gaps if g > 3 * pace]
+    return (
+        f"{len(long)} gaps over {3 * pace * 1000:.0f} ms totalling {sum(long):.1f} s "
+        f"(longest {max(long, default=0):.2f} s) in a {times[-1] - times[0]:.1f} s span"
+    )
+
+
+def simulated(args: argparse.Namespace) -> None:
+    """The simulated actors in this process, then the limiter's own capacity."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    print(f"limit {args.limit}/min enforced per second ({args.limit // 60}/s); "
+          f"{args.seconds:g} s per row")  # fmt: skip
+    for actors in (int(n) for n in args.actors.split(",") if n):
+        limits = ["--rpm", str(args.limit), "--window", "60", "--per-second"]
+        with fake_server(*limits) as (_proc, url):
+            line = asyncio.run(simulate(url, actors, args.limit, args.seconds, args.concurrency))
+        print(line, flush=True)
+    print(asyncio.run(capacity(32, 100)), flush=True)
+    ray.shutdown()
 
 
 def main() -> int:
@@ -168,23 +317,27 @@ def main() -> int:
     parser.add_argument("--cli-limit", type=int, default=1200, help="requests per minute")
     parser.add_argument("--cli-items", type=int, default=400)
     parser.add_argument("--busy", type=int, default=2, help="busy loops beside the real run")
+    parser.add_argument("--loaded-only", action="store_true", help="real actors: only --busy")
+    parser.add_argument("--against", type=Path, default=None, help="another version's code")
+    parser.add_argument(
+        "--server-nice", type=int, default=None, help="the fake server's niceness (e.g. -10)"
+    )
     args = parser.parse_args()
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    print(f"limit {args.limit}/min enforced per second ({args.limit // 60}/s); "
-          f"{args.seconds:g} s per row")  # fmt: skip
-    for actors in (int(n) for n in args.actors.split(",")):
-        limits = ["--rpm", str(args.limit), "--window", "60", "--per-second"]
-        with fake_server(*limits) as (_proc, url):
-            line = asyncio.run(simulate(url, actors, args.limit, args.seconds, args.concurrency))
-        print(line, flush=True)
-    print(asyncio.run(capacity(32, 100)), flush=True)
-    ray.shutdown()
+    if args.actors:
+        simulated(args)
     for actors in (int(n) for n in args.cli_actors.split(",") if n):
-        for busy in sorted({0, args.busy}):
-            line = cli_run(actors, args.cli_limit, busy, args.cli_items, args.concurrency * 2)
-            print(line, flush=True)
+        for busy in [args.busy] if args.loaded_only else sorted({0, args.busy}):
+            for code in [None, *([args.against] if args.against else [])]:
+                line = cli_run(
+                    actors,
+                    args.cli_limit,
+                    busy,
+                    args.cli_items,
+                    args.concurrency * 2,
+                    code,
+                    args.server_nice,
+                )
+                print(line, flush=True)
     return 0
 
 

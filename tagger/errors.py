@@ -18,6 +18,7 @@ Inside one abstract's attempts (never reach the user as such; they become its ro
 RequestFailed (reason)      the request cannot succeed for this abstract
 FormatRejected              the server refused the structured-output mode asked for
 RequestTimedOut             no complete answer within --timeout
+WrittenTooLate              held back unsent: its turn under a cluster's limit had long passed
 NotAnOpenAIAnswer           a 200 reply that is no OpenAI-style chat completion
 InvalidAnswer (ValueError)  the reply holds no usable JSON object
 """
@@ -105,6 +106,12 @@ class FormatRejected(Exception):
 
 class RequestTimedOut(Exception):
     """No complete answer within --timeout (the whole request, however slowly bytes came)."""
+
+
+class WrittenTooLate(Exception):
+    """A request not written: its permit's time under a cluster's rate limit had long passed
+    when the HTTP client came to write it (a starved process). Sent now, it could bunch with
+    other workers' requests; it is asked again with a new permit."""
 
 
 class NotAnOpenAIAnswer(Exception):

@@ -85,6 +85,9 @@ class Recorded:
     started: float = field(default_factory=time.monotonic)
     fault: str | None = None
     query: str = ""  # the URL's query string (after "?")
+    arrived: float = 0.0  # when the request's head was read (monotonic; before its body)
+    limited_at: float = 0.0  # the time its rate limits were judged at (the server's clock)
+    note: str = ""  # the first user message's last characters (kept for --trace)
     raw: bytes = field(default=b"", repr=False)  # a body that is not JSON (a multipart upload)
 
 
@@ -384,6 +387,14 @@ class FakeLLM:
             "answered_span": (max(answered) - min(answered)) if answered else 0.0,
         }
 
+    def write_trace(self, path: Path) -> None:
+        """Each chat request as a JSON line: when its head arrived, when its limits were judged
+        (monotonic clock: comparable with a client's on the same machine), status, note."""
+        with path.open("w", encoding="utf-8") as out:
+            for r in self.chats():
+                fields = {"arrived": r.arrived, "limited_at": r.limited_at, "status": r.status}
+                out.write(json.dumps({**fields, "note": r.note}) + "\n")
+
     def start(self) -> FakeLLM:
         """Start serving in a background thread; returns self once listening."""
         self._ready.clear()
@@ -458,6 +469,7 @@ class FakeLLM:
         try:
             while True:
                 head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+                arrived = time.monotonic()
                 method, target, _ = head[0].split(" ", 2)
                 pairs = (line.partition(":") for line in head[1:])
                 headers = {k.strip().lower(): v.strip() for k, sep, v in pairs if sep}
@@ -469,6 +481,7 @@ class FakeLLM:
                 path, _, query = target.partition("?")
                 rec = Recorded(method, path, headers, body if isinstance(body, dict) else None)
                 rec.query, rec.raw = query, b"" if rec.body is not None else raw
+                rec.arrived = arrived
                 with self._lock:
                     self.history.append(rec)
                 self._in_flight += 1
@@ -654,6 +667,7 @@ class FakeLLM:
         user = first_user_message(body)
         prompt_tokens = count_prompt_tokens(body)
         now = self.clock()
+        rec.limited_at, rec.note = now, user[-80:]
         rl_headers, wait, kind = self._rate_limit(now, prompt_tokens)
         rl_headers |= self.reply_headers
         if wait is not None:
@@ -855,6 +869,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json-schema-support", default="ok", choices=schema_modes)
     p.add_argument("--retry-after", type=float, default=1.0)
     p.add_argument("--no-batches", action="store_true", help="no /v1/files nor /v1/batches")
+    p.add_argument("--trace", default=None, help="write each chat request's times here (JSONL)")
     p.add_argument("--batch-auto-after", type=int, default=1, help="retrieves to finish a batch")
     p.add_argument(
         "--llama-cpp",
@@ -892,6 +907,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     while not done.wait(0.2):
         pass
     llm.stop()
+    if a.trace:
+        llm.write_trace(Path(a.trace))
     print(json.dumps(llm.stats()), flush=True)
     return 0
 

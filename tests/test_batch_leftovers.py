@@ -84,6 +84,10 @@ def test_leftovers_sent_live_stop_at_the_spend_limit(tagger_cli: TaggerCLI) -> N
                                         "cached": 292}  # fmt: skip
     unrun = [row["error"] for row in rows if row["status"] != "ok"]
     assert len(unrun) == 5 and all("--max-requests" in error for error in unrun)
+    # The user's cap, not what the batch rounds left of it, and what was left.
+    cap = 1 + LINES + 3
+    said = f"--max-requests {cap} reached (the batch rounds sent {cap - 3}; 3 were left)"
+    assert all(said in error for error in unrun), unrun[0]
     # Raising the limit finishes them, live again: nothing is paid twice.
     again = batch_run(tagger_cli, inputs=[_corpus(tagger_cli)])
     assert again.exit_code == 0, again.output
@@ -142,5 +146,7 @@ def test_leftovers_sent_live_never_take_the_run_over_max_cost(tagger_cli: Tagger
     manifest = tagger_cli.manifest()
     assert manifest["estimated_cost_usd"] <= cap
     assert manifest["not_run"] == 8 - sent_live
-    assert all("--max-cost" in r["error"] for r in tagger_cli.rows() if r["status"] != "ok")
+    errors = [r["error"] for r in tagger_cli.rows() if r["status"] != "ok"]
+    assert all(f"--max-cost ${cap:g} reached (the batch rounds spent $" in e for e in errors)
+    assert all("was left)" in e for e in errors), errors[0]
     assert f"{sent_live} abstract" in result.output  # those tagged, not those the cap refused

@@ -31,7 +31,7 @@ def tagger_fake(fake_server: StartFake) -> FakeLLM:
     return fake_server(areas=taxonomy_ids(), openai_rules=True)
 
 
-def estimate(tmp_path: Path, prompt: str, **options: Any) -> Any:
+def estimate(tmp_path: Path, prompt: str, senders: int = 1, **options: Any) -> Any:
     """The dry run's report for the seeds under `prompt` (nothing cached yet)."""
     config = RunOptions(
         model=MODEL,
@@ -41,7 +41,7 @@ def estimate(tmp_path: Path, prompt: str, **options: Any) -> Any:
         api_key=TEST_KEY,
         **options,
     ).config()
-    return dry_run(config, scan([SEEDS_DIR]), PriceTable())
+    return dry_run(config, scan([SEEDS_DIR]), PriceTable(), senders=senders)
 
 
 @pytest.mark.parametrize("prompt", ["tag", "tag-compact"])
@@ -154,3 +154,23 @@ def test_a_prices_file_may_set_only_the_cache_rule(tmp_path: Path) -> None:
     path.write_text("[prompt_cache]\nmin_tokens = 2048\nstep_tokens = 256\n", encoding="utf-8")
     rule = PriceTable.load(path).cache_rule(MODEL)
     assert rule is not None and rule.cached(2047) == 0 and rule.cached(2400) == 2304
+
+
+def test_ray_actors_send_the_run_s_prompt_cache_key_and_are_estimated_so(tmp_path: Path) -> None:
+    from tagger.prompting.plan import RunPlan
+    from tagger.ray.actors import AsyncLimiter, Limits
+    from tagger.ray.stage import RecordTagger
+
+    config = RunOptions(
+        model=MODEL, prompts_dir=PROMPTS_DIR, api_key=TEST_KEY, no_cache=True
+    ).config()  # the official API: nothing is sent here
+    plan = RunPlan.load(config, PriceTable())
+    actor = RecordTagger(plan, AsyncLimiter(Limits()), None)
+    assert actor.client.rules.cache_key == plan.prompt_cache_key is not None
+    # The same estimator as a local run, and each actor's first request pays in full.
+    one, four = estimate(tmp_path, "tag"), estimate(tmp_path, "tag", senders=4)
+    assert one.usage.prompt_tokens == four.usage.prompt_tokens
+    cached = one.usage.cached_input_tokens - four.usage.cached_input_tokens
+    assert cached == 3 * (one.fixed_tokens // 128 * 128) > 0
+    assert one.cost is not None and four.cost is not None and four.cost > one.cost
+    assert "each of 4 actors" in four.cache_note

@@ -118,6 +118,21 @@ def test_token_pacer_caps_every_second_with_uneven_requests() -> None:
         assert sum(n for u, n in sent if t - 1.0 < u <= t) <= 1000
 
 
+def test_a_send_that_left_late_is_counted_from_when_it_left() -> None:
+    # Booked when the gate let it go, written 60 ms later (a stalled process): counted from
+    # the gate's time, the tenth send after it could reach the server within its second.
+    pacer = Pacer(600)
+    now, sent = 100.0, []
+    for n in range(12):
+        booked = _send(pacer, 1, now)
+        left = booked + (0.06 if n == 1 else 0.0)
+        pacer.sent_at(booked, left)
+        sent.append(left)
+        now = booked
+    assert _most_in_one_second(sent) <= 10
+    assert sent[11] - sent[1] >= 1 / 0.97 - 1e-9  # the eleventh after it waited for it
+
+
 def test_a_learned_limit_counts_what_was_already_sent() -> None:
     pacer = Pacer(None)
     burst = [_send(pacer, 1, 0.0) for _ in range(4)]  # nothing known yet: no wait
@@ -218,13 +233,15 @@ def _refused_bucket(arrivals: list[float], rate: float, capacity: int) -> int:
 def test_a_loaded_machine_gets_no_429_from_a_per_second_limit(per_minute: int) -> None:
     # A simulated clock: each sender wakes late as on a machine shared with busy loops
     # (measured: mean 2 ms, 99th percentile 13 ms, now and then a stall of 40-150 ms, once
-    # a freeze of 3 s), and each request reaches the server up to 15 ms later than the next.
+    # a freeze of 3 s), and each request is counted by the server up to 25 ms later than the
+    # next (bench/ratelimit.py --trace, two busy loops: 99th percentile 10-28 ms, written to
+    # counted; the 40-56 ms seen now and then is beyond the headroom, and can draw a 429).
     rng = random.Random(per_minute)
     pacer, now, arrivals = Pacer(per_minute), 50.0, []
     for n in range(2_000):
         late = rng.expovariate(500) + (rng.uniform(0.04, 0.15) if rng.random() < 0.01 else 0)
         now = _send(pacer, 1, now, late=late + (3.0 if n == 700 else 0.0))
-        arrivals.append(now + rng.uniform(0.0, 0.015))
+        arrivals.append(now + rng.uniform(0.0, 0.025))
     arrivals.sort()
     share = math.floor(per_minute / 60)  # whole requests: a per-second server rounds down
     assert _refused_sliding(arrivals, share, 1.0) == 0, "a sliding second"

@@ -11,9 +11,10 @@ import pytest
 from tagger.errors import BudgetExceeded, SendingStopped
 from tagger.pricing import Price, PriceTable
 from tagger.ray.actors import AsyncLimiter, Limits
-from tagger.ray.budget import ClusterBudget
 from tagger.ray.gate import ClusterGate
-from tagger.ray.limiter import ClusterLimiter, Report
+from tagger.ray.limiter import ClusterLimiter
+from tagger.ray.messages import Report
+from tagger.sending.spendguard import SpendGuard
 from tagger.usage import Usage
 
 
@@ -43,13 +44,15 @@ def test_workers_asking_in_turn_share_one_schedule_under_the_limit() -> None:
     limiter = ClusterLimiter(rpm=600, tpm=None, budget=None, clock=clock)
     sent: list[float] = []
     workers = itertools.cycle(range(4))
+    went = Report()
     while clock.now < 110.0:
         next(workers)
-        grant = limiter.grant(want=8, tokens=0)
+        grant = limiter.grant(want=8, tokens=0, report=went)
         times = list(grant.times)
         assert times == sorted(times) and times[0] >= clock.now
         sent += times
-        clock.now = times[-1]  # the worker uses its permits, then asks again
+        clock.now = times[-1]  # the worker uses its permits, then asks again, saying so
+        went = Report(sent=tuple((t, t) for t in times))
     assert _most_in_any_second(sent) <= 10  # 600 per minute, enforced over every second
     span = max(sent) - min(sent)
     assert (len(sent) - 1) / span >= 0.9 * 10  # and the limit is used
@@ -77,7 +80,7 @@ def test_a_pause_holds_the_next_grants_and_changes_the_state() -> None:
 
 
 def test_max_requests_holds_for_all_workers_and_returned_permits_count_again() -> None:
-    budget = ClusterBudget(max_requests=10, max_cost=None, cost_of=lambda used: None)
+    budget = SpendGuard(max_requests=10, max_cost=None, cost_of=lambda used: None)
     limiter = ClusterLimiter(rpm=None, tpm=None, budget=budget)
     first = limiter.grant(want=8, tokens=0)
     assert len(first.times) == 8
@@ -94,19 +97,21 @@ def test_max_cost_holds_each_permit_at_its_most_and_waits_for_answers_to_settle(
     # and its token limit (100) at the output price, $0.0016, so 6 fit under $0.01.
     prices = PriceTable({"m": Price(input=1.0, cached_input=1.0, output=6.0)})
     cost_of = lambda used: prices.cost("m", used)  # noqa: E731
-    limiter = ClusterLimiter(None, None, ClusterBudget(None, 0.01, cost_of, 100), cost_of)
-    granted = limiter.grant(want=64, tokens=1000)
+    limiter = ClusterLimiter(None, None, SpendGuard(None, 0.01, cost_of), cost_of)
+    worst = Usage(prompt_tokens=1000, completion_tokens=100)
+    granted = limiter.grant(want=64, tokens=1000, held=worst)
     assert len(granted.times) == 6 and granted.state.stopped is None  # the rest wait
-    assert limiter.grant(want=8, tokens=1000).times == ()  # no room until answers settle
+    assert granted.held == worst
+    assert limiter.grant(want=8, tokens=1000, held=worst).times == ()  # room once answers settle
     # Six answers settle at their real use (1,000 in, 50 out: $0.0013 each): $0.0078 spent.
     each = Usage(prompt_tokens=1000, completion_tokens=50)
     for _ in range(6):
-        limiter.report(Report(settled_estimate=1000, used=each, settled=1))
+        limiter.report(Report(used=each, settled=1, settled_held=worst))
     assert limiter.stats().cost == pytest.approx(0.0078)
-    last = limiter.grant(want=8, tokens=1000)  # $0.0016 more fits; a second would not, ever
+    last = limiter.grant(want=8, tokens=1000, held=worst)  # $0.0016 more fits; a second never
     assert len(last.times) == 1 and last.state.stopped is None
-    limiter.report(Report(settled_estimate=1000, used=each, settled=1))
-    refused = limiter.grant(want=8, tokens=1000)
+    limiter.report(Report(used=each, settled=1, settled_held=worst))
+    refused = limiter.grant(want=8, tokens=1000, held=worst)
     assert refused.times == () and refused.state.stopped == "--max-cost $0.01 reached"
     assert limiter.stats().cost is not None and limiter.stats().cost <= 0.01
 
@@ -117,21 +122,23 @@ def test_no_answer_can_take_the_cluster_past_the_cap() -> None:
     cost_of = lambda used: prices.cost("m", used)  # noqa: E731
     for seed in range(20):
         rng = __import__("random").Random(seed)
-        budget = ClusterBudget(None, 0.05, cost_of, 400)
+        budget = SpendGuard(None, 0.05, cost_of)
         limiter = ClusterLimiter(None, None, budget, cost_of)
         out: list[int] = []
         for _ in range(400):
             tokens = rng.randint(500, 3000)
-            out += [tokens] * len(limiter.grant(rng.randint(1, 8), tokens).times)
+            held = Usage(prompt_tokens=tokens, completion_tokens=400)
+            out += [tokens] * len(limiter.grant(rng.randint(1, 8), tokens, held=held).times)
             while out and rng.random() < 0.6:  # answers: any length up to the limit
                 asked = out.pop(rng.randrange(len(out)))
                 used = Usage(prompt_tokens=asked, completion_tokens=rng.randint(0, 400))
-                limiter.report(Report(settled_estimate=asked, used=used, settled=1))
+                held = Usage(prompt_tokens=asked, completion_tokens=400)
+                limiter.report(Report(used=used, settled=1, settled_held=held))
             if limiter.state().stopped:
                 break
         for asked in out:
             used = Usage(prompt_tokens=asked, completion_tokens=400)
-            limiter.report(Report(settled_estimate=asked, used=used, settled=1))
+            limiter.report(Report(used=used, settled=1, settled_held=used))
         cost = limiter.stats().cost
         assert cost is not None and cost <= 0.05 and limiter.state().stopped
 
@@ -203,12 +210,12 @@ class SlowLink(AsyncLimiter):
         self.slow = True
         self.granted: list[int] = []
 
-    async def grant(self, want: int, tokens: int, report: Report) -> Any:
-        grant = await super().grant(want, tokens, report)
+    async def grant(self, *args: Any) -> Any:
+        grant = await super().grant(*args)
         self.granted.append(len(grant.times))
         if self.slow:
             self.slow = False
-            await asyncio.sleep(0.5)  # longer than a grant's horizon: every permit is late
+            await asyncio.sleep(1.0)  # longer than a permit may be used late: all are too late
         return grant
 
 
@@ -229,7 +236,7 @@ async def _permits_that_arrive_late_are_dropped_not_sent_in_a_burst() -> None:
 
 
 def test_workers_counts_add_up_and_the_latest_of_each_worker_replaces_its_earlier() -> None:
-    from tagger.ray.limiter import WorkerCounters
+    from tagger.ray.messages import WorkerCounters
 
     limiter = ClusterLimiter(None, None, None)
     limiter.count("a", WorkerCounters(requests=5, retries=1, served_models=("m1",)))

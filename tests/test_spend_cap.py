@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from tagger.errors import BudgetExceeded
-from tagger.sending.gate import SpendGuard
 from tagger.sending.reply import MAX_REPLY_TOKENS, read_usage
+from tagger.sending.spendguard import SpendGuard
 from tagger.usage import RequestEstimate, Usage
 from tests.fakebatch_objects import RawJSON
 from tests.harness import TaggerCLI

@@ -22,7 +22,8 @@ from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.sending.client import LLMClient
-from tagger.sending.gate import SendGate, SpendGuard
+from tagger.sending.gate import SendGate
+from tagger.sending.spendguard import SpendGuard, SpentBefore
 from tagger.usage import NO_USAGE, Usage
 
 NO_BATCH_ANSWER = "no batch answer for this abstract: rerun the same command"
@@ -151,12 +152,12 @@ def _guard(job: JobState, plan: RunPlan, prices: PriceTable) -> SpendGuard | Non
     config = plan.config
     if config.max_requests is None and config.max_cost is None:
         return None
-    requests = config.max_requests
-    cost = config.max_cost
+    spent = SpentBefore(job.submitted_requests, job.estimated_cost, "the batch rounds")
     return SpendGuard(
-        None if requests is None else max(0, requests - job.submitted_requests),
-        None if cost is None else max(0.0, cost - job.estimated_cost),
+        config.max_requests,
+        config.max_cost,
         lambda used: prices.cost(config.client.model, used),
+        spent,
     )
 
 

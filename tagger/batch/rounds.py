@@ -30,7 +30,8 @@ from tagger.pipeline.policy import ItemPolicy
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.sending.client import LLMClient
-from tagger.sending.gate import SendGate, SpendGuard
+from tagger.sending.gate import SendGate
+from tagger.sending.spendguard import SpendGuard, SpentBefore
 from tagger.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -157,10 +158,12 @@ class BatchRounds:
             return
         rules = round_rules(state, self.plan)
         model = config.client.model
+        spent = SpentBefore(state.submitted_requests, state.estimated_cost, "the batch rounds")
         guard = SpendGuard(  # what the job's rounds left of the limits, at live prices
-            None if config.max_requests is None else config.max_requests - state.submitted_requests,
-            None if config.max_cost is None else config.max_cost - state.estimated_cost,
+            config.max_requests,
+            config.max_cost,
             lambda used: self.prices.cost(model, used),
+            spent,
         )
         gate = SendGate(concurrency=1, guard=guard)
         client = LLMClient(config.client, gate, rules, model_checked=True)

@@ -57,7 +57,8 @@ def run_command(command: RunCommand) -> None:
             return
         if command.dry_run:
             with _interruptible("during the dry run; nothing was sent"):
-                report = plan_dry_run(config, scanned, price_table)
+                senders = options.ray_actors if options.ray else 1  # each actor's first
+                report = plan_dry_run(config, scanned, price_table, senders=senders)
             print_dry_run(console, report)
             if config.batch is not None:
                 print_batch_estimate(console, report, config, price_table)

@@ -104,20 +104,26 @@ class RequestEstimator:
 
 
 class RunEstimate:
-    """The expected usage of a run's requests, added up: the first pays its prompt in full."""
+    """The expected usage of a run's requests, added up: the first pays its prompt in full.
 
-    def __init__(self) -> None:
+    `senders`: processes whose first requests go at once (a Ray run's actors, each sending
+    its first request alone): none finds the prefix cached yet, so each pays in full.
+    """
+
+    def __init__(self, senders: int = 1) -> None:
         self.usage = Usage()
         self.requests = 0
         self.floor = Usage()  # the abstracts' own tokens and the answers': the least possible
+        self.senders = max(1, senders)
         self.first = Usage()  # the first request's (a batch's canary, sent live)
 
     def add(self, estimate: RequestEstimate, own_tokens: int) -> None:
         """Count one request; `own_tokens`: its abstract's (and title's) own tokens."""
         expected = estimate.expected()
-        if self.requests == 0:  # nothing is in the cache before the first answer
+        if self.requests < self.senders:  # nothing is in the cache before the first answer
             expected = Usage(expected.prompt_tokens, expected.completion_tokens, 0,
                              expected.reasoning_tokens)  # fmt: skip
+        if self.requests == 0:
             self.first = expected
         self.usage += expected
         self.floor += Usage(own_tokens, expected.completion_tokens - expected.reasoning_tokens)

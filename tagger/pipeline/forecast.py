@@ -55,8 +55,13 @@ class DryRunReport:
     batch_cost: float | None = None
 
 
-def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunReport:
-    """Count, render the first prompt and estimate tokens and cost; no key, no request."""
+def dry_run(
+    config: RunConfig, scan: InputScan, prices: PriceTable, *, senders: int = 1
+) -> DryRunReport:
+    """Count, render the first prompt and estimate tokens and cost; no key, no request.
+
+    `senders`: processes sending at once, each starting with a request that finds nothing in
+    the provider's prompt cache (a Ray run's actors)."""
     plan = RunPlan.load(config, prices)
     per_request = per_request_for(config, plan.prompt, prices)
     cache = AnswerCache.open_existing(config.cache_dir) if config.use_cache else None
@@ -64,7 +69,7 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
     rules = request_rules(config.client, plan.prompt.params, cache_key=plan.prompt_cache_key)
     model = config.client.model
     estimator = RequestEstimator(plan, rules, prices.cache_rule(model))
-    total = RunEstimate()
+    total = RunEstimate(senders)
     first: list[dict[str, str]] = []
     asked = _Asked(plan, cache)
     try:
@@ -111,7 +116,7 @@ def dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> DryRunRep
         floor_cost=prices.cost(model, total.floor, flex=flex),
         floor=total.floor,
         fixed_tokens=estimator.fixed_tokens(mode),
-        cache_note=_cache_note(estimator, mode, prices, config),
+        cache_note=_cache_note(estimator, mode, prices, config, senders),
         per_request=per_request,
         requests=total.requests,
         batch=config.batch is not None,
@@ -157,7 +162,7 @@ def _requests(
 
 
 def _cache_note(
-    estimator: RequestEstimator, mode: Mode, prices: PriceTable, config: RunConfig
+    estimator: RequestEstimator, mode: Mode, prices: PriceTable, config: RunConfig, senders: int
 ) -> str:
     """How the provider's prompt cache enters the estimate, in one line."""
     fixed = estimator.fixed_tokens(mode)
@@ -173,9 +178,12 @@ def _cache_note(
             f"{fixed:,} tokens are the same in every request, under the "
             f"{estimator.cache.min_tokens:,} the provider caches: none cached"
         )
+    first = (
+        "the first request" if senders <= 1 else f"the first request of each of {senders} actors"
+    )
     return (
         f"{fixed:,} tokens are the same in every request; {hit:,} of them billed as cached "
-        "after the first request (the provider does not promise hits: at most the uncached cost)"
+        f"after {first} (the provider does not promise hits: at most the uncached cost)"
     )
 
 

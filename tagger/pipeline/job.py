@@ -28,9 +28,10 @@ from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.redact import public_url
 from tagger.sending.client import LLMClient
-from tagger.sending.gate import SendGate, SpendGuard
+from tagger.sending.gate import SendGate
 from tagger.sending.local import watch_for_slow_answers
 from tagger.sending.models import with_only_model
+from tagger.sending.spendguard import SpendGuard
 
 
 def require_key(config: RunConfig) -> None:

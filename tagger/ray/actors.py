@@ -5,21 +5,16 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import math
 import uuid
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from tagger.pricing import PriceTable
-from tagger.ray.budget import UNBOUNDED_COMPLETION, ClusterBudget
-from tagger.ray.limiter import (
-    ClusterLimiter,
-    ClusterState,
-    Grant,
-    LimiterStats,
-    Report,
-    WorkerCounters,
-)
+from tagger.ray.limiter import ClusterLimiter
+from tagger.ray.messages import ClusterState, Grant, Hold, LimiterStats, Report, WorkerCounters
+from tagger.sending.spendguard import SpendGuard
 from tagger.usage import NO_USAGE, Usage
 
 NAMESPACE = "tagger"
@@ -36,7 +31,9 @@ class Limits:
     max_cost: float | None = None
     model: str = ""
     prices: PriceTable | None = None
-    completion_bound: int = UNBOUNDED_COMPLETION  # the most output tokens a request can bill
+    # Seconds a worker holding permits may go unheard before it is taken for lost (longer
+    # than its requests can take): its holds are then charged (tagger.ray.budget).
+    lease: float = math.inf
     flex: bool = False  # priced at flex prices (--service-tier flex)
     prepaid: tuple[int, Usage] = (0, NO_USAGE)  # the driver's canary: requests, tokens
 
@@ -49,10 +46,8 @@ class AsyncLimiter:
         cost_of = partial(prices.cost, limits.model, flex=limits.flex)
         budget = None
         if limits.max_requests is not None or limits.max_cost is not None:
-            budget = ClusterBudget(
-                limits.max_requests, limits.max_cost, cost_of, limits.completion_bound
-            )
-        self._limiter = ClusterLimiter(limits.rpm, limits.tpm, budget, cost_of)
+            budget = SpendGuard(limits.max_requests, limits.max_cost, cost_of)
+        self._limiter = ClusterLimiter(limits.rpm, limits.tpm, budget, cost_of, lease=limits.lease)
         self._limiter.prepaid(*limits.prepaid)
         self._changed: asyncio.Event | None = None
         self._endpoints = itertools.count()
@@ -68,16 +63,25 @@ class AsyncLimiter:
             self._changed = asyncio.Event()
             event.set()
 
-    async def grant(self, want: int, tokens: int, report: Report) -> Grant:
+    async def grant(
+        self, want: int, tokens: int, report: Report, held: Usage = NO_USAGE, worker: str = ""
+    ) -> Grant:
         """Permits, after counting the report."""
         before = self._limiter.state().version
-        grant = self._limiter.grant(want, tokens, report)
+        grant = self._limiter.grant(want, tokens, report, held, worker)
         self._signal_if(before)
         return grant
 
-    async def report(self, report: Report) -> None:
+    async def hold_more(self, extra: Usage, worker: str = "") -> Hold:
+        """Hold more for a request its permit does not cover."""
+        before = self._limiter.state().version
+        answer = self._limiter.hold_more(extra, worker)
+        self._signal_if(before)
+        return answer
+
+    async def report(self, report: Report, worker: str = "") -> None:
         """Count answers and returned permits."""
-        self._limiter.report(report)
+        self._limiter.report(report, worker)
 
     async def pause(self, seconds: float) -> None:
         """Hold every worker."""
@@ -120,14 +124,21 @@ class RayLink:
     def __init__(self, handle: Any) -> None:
         self._handle = handle
 
-    async def grant(self, want: int, tokens: int, report: Report) -> Grant:
+    async def grant(
+        self, want: int, tokens: int, report: Report, held: Usage = NO_USAGE, worker: str = ""
+    ) -> Grant:
         """Permits, after counting the report."""
-        grant: Grant = await self._handle.grant.remote(want, tokens, report)
+        grant: Grant = await self._handle.grant.remote(want, tokens, report, held, worker)
         return grant
 
-    async def report(self, report: Report) -> None:
+    async def hold_more(self, extra: Usage, worker: str = "") -> Hold:
+        """Hold more for a request its permit does not cover."""
+        answer: Hold = await self._handle.hold_more.remote(extra, worker)
+        return answer
+
+    async def report(self, report: Report, worker: str = "") -> None:
         """Count answers and returned permits."""
-        await self._handle.report.remote(report)
+        await self._handle.report.remote(report, worker)
 
     async def pause(self, seconds: float) -> None:
         """Hold every worker."""

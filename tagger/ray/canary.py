@@ -30,9 +30,10 @@ from tagger.prompting.plan import RunPlan
 from tagger.ray.records import skip_token
 from tagger.ray.stage import stage_rules
 from tagger.sending.client import LLMClient
-from tagger.sending.gate import SendGate, SpendGuard
+from tagger.sending.gate import SendGate
 from tagger.sending.models import settled_model
 from tagger.sending.params import RequestRules
+from tagger.sending.spendguard import SpendGuard
 from tagger.usage import NO_USAGE, RequestEstimate
 
 __all__ = [
@@ -78,7 +79,7 @@ async def send_ray_canary(
 ) -> RayCanary:
     """ray_canary() in a running event loop (a cascade's stage on Ray)."""
     config = plan.config
-    rules = stage_rules(config.client, plan.prompt.params, ())
+    rules = stage_rules(config.client, plan, ())
     model = config.client.model
     flex = config.client.service_tier == "flex"
     guard = SpendGuard(

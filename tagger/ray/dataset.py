@@ -13,11 +13,9 @@ from tagger.files.abstracts import iter_abstracts
 from tagger.options import RunOptions
 from tagger.pipeline.job import require_key
 from tagger.pipeline.packing import per_request_for
-from tagger.pipeline.policy import ItemPolicy
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.ray.actors import Limits, start_limiter
-from tagger.ray.budget import UNBOUNDED_COMPLETION
 from tagger.ray.canary import RayCanary
 from tagger.ray.cluster import READ_CPUS
 from tagger.ray.cluster import actor_cpus as fitted_actor_cpus
@@ -29,6 +27,8 @@ DEFAULT_BATCH_SIZE = 64
 # A tagging actor mostly waits on the network: a fraction of a CPU each leaves room for the
 # tasks that read inputs and the driver (a whole CPU each would deadlock a small cluster).
 DEFAULT_ACTOR_CPUS = 0.25
+# A worker holding permits and unheard for --timeout and this long is taken for lost.
+LEASE_MARGIN_SECONDS = 60.0
 
 
 def tag_dataset(
@@ -104,20 +104,9 @@ def limits_of(config: RunConfig, prices: PriceTable | None = None) -> Limits:
         max_cost=config.max_cost,
         model=config.client.model,
         prices=prices,
-        completion_bound=completion_bound(RunPlan.load(config, table), per_request(config, table)),
+        lease=config.client.timeout + LEASE_MARGIN_SECONDS,
         flex=flex,
     )
-
-
-def completion_bound(plan: RunPlan, packed: int = 1) -> int:
-    """The most output tokens one request of the plan can be billed: the prompt's max_tokens,
-    doubled by each cut-off retry, or a pack's `packed` answers (UNBOUNDED_COMPLETION when the
-    prompt sets none)."""
-    limit = plan.prompt.params.get("max_tokens")
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
-        return UNBOUNDED_COMPLETION
-    bound: int = limit * max(2 ** ItemPolicy.for_plan(plan).cutoff_retries, packed)
-    return bound
 
 
 def per_request(config: RunConfig, prices: PriceTable) -> int:

@@ -11,40 +11,27 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from collections import deque
 from collections.abc import Awaitable
-from typing import Protocol
+from typing import Any
 
-from tagger.errors import BudgetExceeded, SendingStopped
-from tagger.ray.limiter import LIMITER_LOST, ClusterState, Grant, Report
+from tagger.errors import BudgetExceeded, SendingStopped, WrittenTooLate
+from tagger.ray.budget import beyond, most
+from tagger.ray.clock import LimiterClock
+from tagger.ray.limiter import LATE_USE_SECONDS, LIMITER_LOST, UNSURE_SECONDS
+from tagger.ray.messages import ClusterState, Hold, LimiterLink, Permit, Report
 from tagger.sending.gate import SendGate
 from tagger.sending.pacing import MAX_LAG_SECONDS, wait_until
-from tagger.usage import Usage
+from tagger.sending.spendguard import Held, held_usage
+from tagger.usage import NO_USAGE, RequestEstimate, Usage
 
 log = logging.getLogger(__name__)
 EMPTY_GRANT_WAIT_SECONDS = 0.05
-
-
-class LimiterLink(Protocol):
-    """The limiter as a worker reaches it (a Ray actor handle, or the object itself)."""
-
-    def grant(self, want: int, tokens: int, report: Report) -> Awaitable[Grant]:
-        """Permits, after counting the report."""
-
-    def report(self, report: Report) -> Awaitable[None]:
-        """Count answers and returned permits."""
-
-    def pause(self, seconds: float) -> Awaitable[None]:
-        """Hold every worker."""
-
-    def tighten(self, kind: str, limit: int) -> Awaitable[None]:
-        """A lower limit learned from a server's headers."""
-
-    def stop(self, reason: str) -> Awaitable[None]:
-        """Stop every worker."""
-
-    def watch(self, version: int) -> Awaitable[ClusterState]:
-        """The cluster's state once its version differs from `version`."""
+LEASE_LOST = (
+    "this actor was unheard by the run's limiter for longer than --timeout: its permits were "
+    "counted at their most"
+)
 
 
 class ClusterGate(SendGate):
@@ -53,8 +40,10 @@ class ClusterGate(SendGate):
     def __init__(self, link: LimiterLink, concurrency: int) -> None:
         super().__init__(rpm=None, tpm=None, concurrency=concurrency, guard=None)
         self._link = link
+        self._id = uuid.uuid4().hex  # who holds what at the limiter
         self._want = max(1, concurrency)
-        self._stock: deque[tuple[float, int]] = deque()  # (monotonic due time, tokens booked)
+        self._stock: deque[Permit] = deque()
+        self._largest = NO_USAGE  # the most any request here can cost: what permits hold
         self._paced = False
         self._pending = Report()
         self._refill: asyncio.Future[None] | None = None
@@ -65,32 +54,42 @@ class ClusterGate(SendGate):
         self._waiting = 0
         self._told: dict[str, int] = {}
         self._background: set[asyncio.Future[None]] = set()
+        self._taken: dict[asyncio.Task[Any] | None, float] = {}  # each request's permit time
+        self._clock = LimiterClock()
 
     # --- SendGate's hooks --------------------------------------------------------------------
 
-    async def _wait_turn(self, estimated_tokens: int) -> None:
-        """Spend a permit, waiting for its time; refill the stock before it runs out."""
+    async def _wait_turn(
+        self, estimated_tokens: int, estimate: RequestEstimate | None
+    ) -> float | None:
+        """Spend a permit, waiting for its time; refill the stock before it runs out. The
+        permit's time on the cluster's clock (the limiter is told when the request went)."""
         self._start_watching()
+        worst = held_usage(estimated_tokens if estimate is None else estimate)
+        self._largest = most(self._largest, worst)
         self._waiting += 1
         try:
             while True:
                 self._raise_if_stopped()
                 self._drop_stale(time.monotonic())
                 if self._stock:
-                    due, booked = self._stock.popleft()
+                    permit = self._stock.popleft()
                     if len(self._stock) <= self._want // 2:
                         self._refill_soon(estimated_tokens)
-                    await wait_until(due)
-                    if self._paced and time.monotonic() - due > MAX_LAG_SECONDS:
-                        # Woken too late (a busy loop): sent now it would bunch with the
-                        # other workers' sends. Lost, like a late send in the local gate.
-                        self._pending += Report(returned=1, returned_tokens=booked)
+                    held = await self._cover(permit, worst)
+                    if held is None:  # the cap has no room for this request: the permit goes back
                         continue
-                    self._pending += Report(
-                        extra_estimate=estimated_tokens - booked,
-                        charge_tokens=max(0, estimated_tokens - booked),
-                    )
-                    return
+                    await wait_until(permit.due)
+                    late = time.monotonic() - permit.due
+                    if self._paced and late > LATE_USE_SECONDS:
+                        # Woken far too late (a starved event loop): the permit goes back.
+                        log.debug("permit lost: woke %.1f ms after its time", late * 1000)
+                        self._return(permit, held)
+                        continue
+                    task = asyncio.current_task()
+                    self._held[task], self._taken[task] = held, permit.at
+                    self._pending += Report(charge_tokens=max(0, estimated_tokens - permit.tokens))
+                    return permit.at
                 if self._spent is not None:  # the cap is reached and this stock is used up
                     self._budget_stop = True
                     self._stop_here(self._spent)
@@ -101,14 +100,60 @@ class ClusterGate(SendGate):
         finally:
             self._waiting -= 1
 
+    async def _cover(self, permit: Permit, worst: Usage) -> Usage | None:
+        """What the request holds at the spend cap: its permit's hold, and whatever more its
+        worst cost needs (asked of the limiter before it is sent); None: no room, ever."""
+        if permit.held is None:
+            return NO_USAGE
+        extra = beyond(worst, permit.held)
+        while extra != NO_USAGE:
+            try:
+                answer = await self._link.hold_more(extra, self._id)
+            except Exception as exc:  # a lost limiter: nothing can be held any more
+                self._stop_here(f"{LIMITER_LOST} ({type(exc).__name__})")
+                answer = Hold.NEVER
+            if answer is Hold.HELD:
+                break
+            if answer is Hold.NEVER or self.stopped is not None:
+                self._return(permit, permit.held)
+                return None
+            await asyncio.sleep(EMPTY_GRANT_WAIT_SECONDS)  # room once answers settle
+        return permit.held + extra
+
+    def _give_back(self, held: Held | None) -> None:
+        """A permit taken for a request that was not sent (stopped meanwhile) goes back."""
+        at = self._taken.pop(asyncio.current_task(), None)
+        if held is not None:
+            unused = () if at is None else (at,)
+            self._pending += Report(returned=1, returned_held=held_usage(held), unused=unused)
+
+    def _left(self, booked: float, estimated_tokens: int) -> None:
+        """The request of the permit of time `booked` is being written: tell the limiter when
+        (at once if it left late: the windows after it depend on it)."""
+        if not self._paced:
+            return
+        went = max(booked, self._clock.now())
+        if went - booked > UNSURE_SECONDS:  # the limiter may count it no more: not sent
+            log.debug("request held back: written %.1f s after its permit's time", went - booked)
+            self._pending += Report(unused=(booked,))
+            raise WrittenTooLate
+        self._pending += Report(sent=((booked, went),))
+        log.debug("request written %.1f ms after its permit's time", (went - booked) * 1000)
+        if went - booked > MAX_LAG_SECONDS:
+            report, self._pending = self._pending, Report()
+            self._send(self._link.report(report, self._id))
+
     def settle(self, estimated_tokens: int, used: Usage) -> None:
         """Report what a request really used with the next call to the limiter."""
+        task = asyncio.current_task()
+        self._taken.pop(task, None)
+        held = self._held.pop(task, None)
         total = used.prompt_tokens + used.completion_tokens
         self._pending += Report(
-            settled_estimate=estimated_tokens,
             used=used,
-            charge_tokens=max(0, total - estimated_tokens),
             settled=1,
+            settled_held=NO_USAGE if held is None else held_usage(held),
+            charge_tokens=max(0, total - estimated_tokens),
         )
 
     def pause(self, seconds: float, reason: str = "Retry-After") -> None:
@@ -138,11 +183,13 @@ class ClusterGate(SendGate):
     async def flush(self) -> None:
         """Report what was used; with no request waiting, give the stock back too."""
         if self._waiting == 0 and self._in_flight == 0:
+            if self._stock:
+                log.debug("%d permits returned: no request waits for them", len(self._stock))
             self._return_until(float("inf"))
         report, self._pending = self._pending, Report()
         if not report.empty:
             try:
-                await self._link.report(report)
+                await self._link.report(report, self._id)
             except Exception as exc:  # a lost limiter: its counts are gone with it
                 self._stop_here(f"{LIMITER_LOST} ({type(exc).__name__})")
 
@@ -152,42 +199,49 @@ class ClusterGate(SendGate):
 
     async def _fill(self, tokens: int) -> None:
         report, self._pending = self._pending, Report()
+        asked = time.monotonic()
         try:
-            grant = await self._link.grant(self._want, tokens, report)
+            grant = await self._link.grant(self._want, tokens, report, self._largest, self._id)
+            self._clock.heard(grant.clock, asked, time.monotonic())
         except Exception as exc:  # the limiter actor is gone: pacing cannot be kept
             self._stop_here(f"{LIMITER_LOST} ({type(exc).__name__})")
             return
         if not grant.times and grant.state.stopped is None:
             # The spend cap waits for answers in flight to settle: ask again in a moment.
             await asyncio.sleep(EMPTY_GRANT_WAIT_SECONDS)
-        offset = time.monotonic() - time.time()  # the cluster's clock to this process's
+        if grant.lost:
+            self._stop_here(LEASE_LOST)
+            return
+        offset = self._clock.offset
+        if grant.times:
+            now = time.monotonic()
+            log.debug(
+                "grant: %d permits in %.1f ms, due %.1f to %.1f ms from now, %d in stock",
+                len(grant.times), (now - asked) * 1000, (grant.times[0] + offset - now) * 1000,
+                (grant.times[-1] + offset - now) * 1000, len(self._stock),
+            )  # fmt: skip
         self._paced = grant.paced
-        self._stock.extend((at + offset, grant.tokens) for at in grant.times)
+        self._stock.extend(Permit(at + offset, grant.tokens, grant.held, at) for at in grant.times)
         self._apply(grant.state)
 
     def _drop_stale(self, now: float) -> None:
-        """A permit left unused past its time is lost (as a late send in the local gate)."""
+        """A permit left unused too long past its time goes back unused."""
         stale = 0
-        tokens = 0
-        while self._paced and self._stock and self._stock[0][0] < now - MAX_LAG_SECONDS:
-            tokens += self._stock.popleft()[1]
+        while self._paced and self._stock and self._stock[0].due < now - LATE_USE_SECONDS:
+            self._return(self._stock.popleft())
             stale += 1
         if stale:
-            self._pending += Report(returned=stale, returned_tokens=tokens)
+            log.debug("%d permits stale: none of this worker's requests was ready for them", stale)
 
     def _return_until(self, resume_at: float) -> None:
         """Give back the permits due before `resume_at` (a pause makes them unusable)."""
-        kept: deque[tuple[float, int]] = deque()
-        returned = tokens = 0
-        for due, booked in self._stock:
-            if due < resume_at:
-                returned += 1
-                tokens += booked
-            else:
-                kept.append((due, booked))
-        self._stock = kept
-        if returned:
-            self._pending += Report(returned=returned, returned_tokens=tokens)
+        while self._stock and self._stock[0].due < resume_at:
+            self._return(self._stock.popleft())
+
+    def _return(self, permit: Permit, held: Usage | None = None) -> None:
+        """A permit sends nothing: it holds nothing more, and counts against no window."""
+        held = permit.held if held is None else held
+        self._pending += Report(returned=1, returned_held=held or NO_USAGE, unused=(permit.at,))
 
     # --- what the cluster says ---------------------------------------------------------------
 

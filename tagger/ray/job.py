@@ -33,8 +33,9 @@ from tagger.ray.dataset import (
     read_abstracts,
     tag_dataset_with,
 )
-from tagger.ray.limiter import LIMITER_LOST, LimiterStats
+from tagger.ray.limiter import LIMITER_LOST
 from tagger.ray.merge import MergeStats, choose_of_run, merge_fields, write_merged
+from tagger.ray.messages import LimiterStats
 from tagger.ray.parts import (
     Part,
     PartHeader,

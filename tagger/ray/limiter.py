@@ -1,9 +1,10 @@
 """One rate limit and one spend cap for a whole cluster: permits handed out in small batches.
 
 The limiter is the SendGate's pacing and spend cap moved to one place: the same Pacer books
-every request and token of every worker on one schedule, the ClusterBudget reserves each
-permit's estimated cost, and a pause (a 429 anywhere) holds everyone. It does no I/O and knows
-nothing of Ray: tagger.ray.actors runs it as one named actor; tests drive it directly.
+every request and token of every worker on one schedule, the same SpendGuard holds each permit
+at the most its request can be billed (tagger.ray.budget), and a pause (a 429 anywhere) holds
+everyone. It does no I/O and knows nothing of Ray: tagger.ray.actors runs it as one named
+actor; tests drive it directly.
 """
 
 from __future__ import annotations
@@ -11,133 +12,38 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from tagger.errors import BudgetExceeded
-from tagger.ray.budget import ClusterBudget
+from tagger.ray.budget import WorkerHolds
+from tagger.ray.messages import (
+    MAX_WORKERS_COUNTED,
+    ClusterState,
+    Grant,
+    Hold,
+    LimiterStats,
+    Report,
+    WorkerCounters,
+    add_counters,
+)
 from tagger.sending.gate import MAX_PAUSE_SECONDS
 from tagger.sending.pacing import Pacer
+from tagger.sending.spendguard import SpendGuard
 from tagger.usage import NO_USAGE, Usage
 
 # A grant covers about this much of the schedule: asking often enough that a pause or a stop
 # reaches every worker soon, rarely enough that asking costs nothing next to the requests.
 GRANT_HORIZON_SECONDS = 0.25
+# A worker may let a request go this late after its permit's time (its event loop starved by
+# a busy machine); later, the permit is given back unused.
+LATE_USE_SECONDS = 0.5
+# A request may reach the wire this late after its permit's time (a starved process stalls
+# between letting it go and writing it: up to 1 s was measured), and its worker says when it
+# did: until then the permit counts against every window it may fall in. Later than this, the
+# HTTP client does not write it (tagger.errors.WrittenTooLate): it is asked again.
+UNSURE_SECONDS = 2.0
 # How a stop for a lost limiter begins (the rows say it; the rerun finishes them).
 LIMITER_LOST = "the run's rate limiter is gone"
 MAX_PERMITS_PER_GRANT = 64
-
-
-@dataclass(frozen=True, slots=True)
-class Report:
-    """What a worker tells the limiter since its last call (sums, so one message per call)."""
-
-    settled_estimate: int = 0  # estimated tokens of the requests that were answered
-    used: Usage = NO_USAGE  # what those requests really used
-    extra_estimate: int = 0  # estimates above their permit's tokens (reserved late)
-    charge_tokens: int = 0  # tokens sent beyond what permits booked (pushes the schedule back)
-    returned: int = 0  # permits given back unused (stale, or left at the end of a batch)
-    returned_tokens: int = 0  # the tokens those permits had reserved
-    settled: int = 0  # requests answered (each had held a permit)
-
-    def __add__(self, other: Report) -> Report:
-        return Report(
-            self.settled_estimate + other.settled_estimate,
-            self.used + other.used,
-            self.extra_estimate + other.extra_estimate,
-            self.charge_tokens + other.charge_tokens,
-            self.returned + other.returned,
-            self.returned_tokens + other.returned_tokens,
-            self.settled + other.settled,
-        )
-
-    @property
-    def empty(self) -> bool:
-        """Nothing to tell."""
-        return self == Report()
-
-
-@dataclass(frozen=True, slots=True)
-class Grant:
-    """Permits: each may send one request of `tokens` estimated tokens at its delay."""
-
-    # When each may go, on the cluster's clock (time.time(): the one clock every node shares,
-    # within NTP's error), ascending. Absolute, so that a grant that took long to arrive makes
-    # its permits late (dropped), never bunched with other workers' sends.
-    times: tuple[float, ...]
-    tokens: int
-    paced: bool  # a rate limit is in force: a permit used late is lost, not sent in a burst
-    state: ClusterState
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterState:
-    """What every worker must know at once: a pause, or that sending stopped, and why."""
-
-    version: int  # changes whenever a pause starts or sending stops
-    pause_left: float
-    stopped: str | None = None
-    budget: bool = False  # stopped by --max-requests or --max-cost
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerCounters:
-    """One worker's own counts so far (cumulative: the latest replaces the one before)."""
-
-    requests: int = 0  # chat requests really sent (retries and repairs included)
-    retries: int = 0
-    repairs: int = 0
-    rules: str = ""
-    adaptations: tuple[str, ...] = ()
-    served_models: tuple[str, ...] = ()
-    service_tiers: tuple[str, ...] = ()
-    logprobs: bool = True
-    mode: str | None = None
-    mode_fallbacks: tuple[str, ...] = ()
-    usage_estimated: int = 0  # replies without a believable usage, charged the estimate
-    packs: int = 0  # requests that asked about several abstracts
-    pack_fallbacks: int = 0  # packs whose reply was unusable: each abstract asked alone
-
-
-MAX_WORKERS_COUNTED = 100_000  # more workers than any cluster runs: a bound on the table
-_MAX_NAMES = 10  # served models, tiers, adaptations kept across the workers
-
-
-@dataclass(frozen=True, slots=True)
-class LimiterStats:
-    """The cluster's sending so far."""
-
-    permits: int  # granted minus returned: requests sent or in flight
-    used: Usage
-    cost: float | None
-    paused_seconds: float
-    learned: tuple[str, ...]
-    stopped: str | None
-    workers: WorkerCounters = WorkerCounters()  # every worker's counts, added up
-    budget: bool = False  # stopped by --max-requests or --max-cost
-    refused: int = 0  # permits the spend cap refused
-
-
-def add_counters(counters: list[WorkerCounters]) -> WorkerCounters:
-    """Every worker's counts together: sums, and the names any of them met."""
-
-    def names(pick: Callable[[WorkerCounters], tuple[str, ...]]) -> tuple[str, ...]:
-        return tuple(sorted({name for c in counters for name in pick(c)}))[:_MAX_NAMES]
-
-    return WorkerCounters(
-        requests=sum(c.requests for c in counters),
-        retries=sum(c.retries for c in counters),
-        repairs=sum(c.repairs for c in counters),
-        rules=next((c.rules for c in counters if c.rules), ""),
-        adaptations=names(lambda c: c.adaptations),
-        served_models=names(lambda c: c.served_models),
-        service_tiers=names(lambda c: c.service_tiers),
-        logprobs=all(c.logprobs for c in counters),
-        mode=next((c.mode for c in counters if c.mode), None),
-        mode_fallbacks=names(lambda c: c.mode_fallbacks),
-        usage_estimated=sum(c.usage_estimated for c in counters),
-        packs=sum(c.packs for c in counters),
-        pack_fallbacks=sum(c.pack_fallbacks for c in counters),
-    )
 
 
 class ClusterLimiter:
@@ -147,14 +53,18 @@ class ClusterLimiter:
         self,
         rpm: int | None,
         tpm: int | None,
-        budget: ClusterBudget | None,
+        budget: SpendGuard | None,
         cost_of: Callable[[Usage], float | None] | None = None,
         clock: Callable[[], float] = time.time,
+        lease: float = math.inf,
     ) -> None:
+        """`lease`: seconds a worker holding permits may go unheard before it is taken for
+        lost and its holds are charged (tagger.ray.budget.WorkerHolds)."""
         self.rpm, self.tpm = rpm, tpm
         self._requests = Pacer(rpm)
         self._tokens = Pacer(tpm)
         self._budget_cap = budget
+        self._holds = WorkerHolds(budget, lease) if budget is not None else None
         self._cost_of = cost_of
         self._clock = clock
         self._resume_at = -math.inf
@@ -181,10 +91,20 @@ class ClusterLimiter:
         if worker in self._workers or len(self._workers) < MAX_WORKERS_COUNTED:
             self._workers[worker] = counters
 
-    def grant(self, want: int, tokens: int, report: Report | None = None) -> Grant:
-        """Up to `want` permits of `tokens` each, booked on the cluster's schedule."""
+    def grant(
+        self,
+        want: int,
+        tokens: int,
+        report: Report | None = None,
+        held: Usage = NO_USAGE,
+        worker: str = "",
+    ) -> Grant:
+        """Up to `want` permits of `tokens` each, booked on the cluster's schedule; under a
+        spend cap each holds `held` (the most one request of the worker can be billed)."""
+        if self._lost(worker):
+            return Grant((), tokens, self.paced, self.state(), held, lost=True)
         if report is not None:
-            self.report(report)
+            self.report(report, worker)
         now = self._clock()
         start = max(now, self._resume_at)
         times: list[float] = []
@@ -198,35 +118,69 @@ class ClusterLimiter:
                 break  # the rest would be stale before they were used: ask again
             if self._budget_cap is not None:
                 try:
-                    if not self._budget_cap.try_reserve(tokens):
+                    if not self._budget_cap.try_reserve(held):
                         break  # room once those in flight settle: the worker asks again
                 except BudgetExceeded as exc:
                     self.stop(str(exc), budget=True)
                     break
-            self._requests.book(1, due, due)
+            self._requests.book(1, due, due, unsure_for=UNSURE_SECONDS)
             if tokens > 0:
-                self._tokens.book(tokens, due, due)
+                self._tokens.book(tokens, due, due, unsure_for=UNSURE_SECONDS)
             times.append(due)
         self._permits += len(times)
-        return Grant(tuple(times), tokens, self.paced, self.state())
+        if self._holds is None:
+            return Grant(tuple(times), tokens, self.paced, self.state(), clock=now)
+        self._holds.granted(worker, len(times), held, now)
+        return Grant(tuple(times), tokens, self.paced, self.state(), held, clock=now)
+
+    def hold_more(self, extra: Usage, worker: str = "") -> Hold:
+        """Hold `extra` more for a request whose permit holds less than it can cost (a longer
+        prompt, a larger token limit): HELD, WAIT (room once answers settle) or NEVER."""
+        if self._budget_cap is None or self._holds is None:
+            return Hold.HELD
+        if self._lost(worker):
+            return Hold.NEVER
+        try:
+            if not self._budget_cap.try_reserve(extra, requests=0):
+                return Hold.WAIT
+        except BudgetExceeded as exc:
+            self.stop(str(exc), budget=True)
+            return Hold.NEVER
+        self._holds.held_more(worker, extra, self._clock())
+        return Hold.HELD
+
+    def _lost(self, worker: str) -> bool:
+        """Charge the holds of workers unheard for longer than the lease; whether `worker`
+        is one of them (it is refused: its rows are left to the rerun)."""
+        if self._holds is None:
+            return False
+        self._used += self._holds.expire(self._clock())
+        return worker in self._holds.lost
 
     @property
     def paced(self) -> bool:
         """Whether a requests or tokens limit is in force."""
         return self.rpm is not None or self.tpm is not None
 
-    def report(self, report: Report) -> None:
+    def report(self, report: Report, worker: str = "") -> None:
         """Count answers and give back unused permits."""
-        if report.empty:
+        if report.empty or self._lost(worker):  # a lost worker's holds are charged already
             return
+        if self._holds is not None:
+            self._holds.reported(worker, report, self._clock())
         self._permits -= report.returned
         self._used += report.used
         if self._budget_cap is not None:
-            budget = self._budget_cap
-            budget.release(report.returned_tokens - report.extra_estimate, report.returned)
-            budget.settle(report.settled_estimate, report.settled, report.used)
+            self._budget_cap.release(report.returned_held, report.returned)
+            self._budget_cap.settle(report.settled_held, report.used, report.settled)
         if report.charge_tokens > 0:
             self._tokens.charge(report.charge_tokens, self._clock())
+        for booked, went in report.sent:
+            self._requests.sent_at(booked, went)
+            self._tokens.sent_at(booked, went)
+        for booked in report.unused:
+            self._requests.unbook(booked)
+            self._tokens.unbook(booked)
 
     def pause(self, seconds: float) -> None:
         """Hold every worker for `seconds` from now (a 429 or an exhausted window anywhere)."""

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,8 +31,8 @@ from tagger.prompting.prompts import Prompt
 from tagger.prompting.schema import build_answer_model
 from tagger.prompting.taxonomy import Synonyms, Taxonomy
 from tagger.ray.actors import RayLink
-from tagger.ray.gate import ClusterGate, LimiterLink
-from tagger.ray.limiter import WorkerCounters
+from tagger.ray.gate import ClusterGate
+from tagger.ray.messages import LimiterLink, WorkerCounters
 from tagger.ray.records import (
     BadRecord,
     error_record,
@@ -98,11 +99,11 @@ class StageSettings:
         )
 
 
-def stage_rules(
-    client: ClientConfig, params: Mapping[str, Any], learned: Sequence[str]
-) -> RequestRules:
-    """What the stage sends: the family's params, what the canary taught (its bodies too)."""
-    return request_rules(client, params, learned)
+def stage_rules(client: ClientConfig, plan: RunPlan, learned: Sequence[str]) -> RequestRules:
+    """What the stage sends: the family's params, what the canary taught (its bodies too), and
+    the prompt cache's routing key (the same for every actor: they share the provider's cache,
+    as a local run's requests do)."""
+    return request_rules(client, plan.prompt.params, learned, cache_key=plan.prompt_cache_key)
 
 
 class RecordTagger:
@@ -123,7 +124,7 @@ class RecordTagger:
             client_config = client_config.model_copy(update={"base_url": base_url})
         self.plan = plan
         self.gate = ClusterGate(link, config.concurrency)
-        rules = stage_rules(client_config, plan.prompt.params, learned)
+        rules = stage_rules(client_config, plan, learned)
         self.client = LLMClient(client_config, self.gate, rules)
         self._canary_rows = canary_rows
         # Packs (tagger.pipeline.packing) of the records this actor has waiting, as locally.
@@ -309,7 +310,10 @@ class TagStage:
         import pyarrow as pa
 
         tagger = await self._ready()
+        began = time.monotonic()
+        log.debug("batch of %d records begins", batch.num_rows)
         rows = await tagger.tag(batch.to_pylist(), self._skip, mark_skipped=self._mark_skipped)
+        log.debug("batch of %d records done in %.2f s", batch.num_rows, time.monotonic() - began)
         if self._link is not None:
             await self._link.count(self._worker, tagger.counters())
         return pa.Table.from_pylist(rows, schema=output_schema())

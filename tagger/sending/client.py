@@ -23,7 +23,7 @@ from tagger.errors import (
 from tagger.logcontext import about_the_run
 from tagger.pipeline.request import build_request
 from tagger.redact import public_url, redact, safe_text
-from tagger.sending.connection import listing_not_found, wrong_base_url_message
+from tagger.sending.connection import listing_not_found, never_sent, wrong_base_url_message
 from tagger.sending.gate import GateSnapshot, SendGate
 from tagger.sending.models import Listing, check_model, names_deployments, offered
 from tagger.sending.params import RequestRules, refusal_of
@@ -320,14 +320,14 @@ class LLMClient:
                 self.health.responded(raw.http_response.status_code)
                 self.gate.observe(raw.headers, answered_sent_at=released)
                 reply = self._read(raw)
-                believed = reply.usage_believed
+                usage = reply.usage
                 if estimate is not None and not (
-                    believed and plausible(reply.usage, estimate.expected())
+                    reply.usage_believed and plausible(reply.usage, estimate.expected())
                 ):
-                    # Junk or no usage: charged at least what tagger expected it to cost.
+                    # Junk or no usage: the row pays what tagger expected, the spend cap its most.
                     self.usage_estimated += 1
                     reply = replace(reply, usage=at_least(reply.usage, estimate.expected()))
-                usage = reply.usage
+                    usage = at_least(reply.usage, estimate.worst())
                 if self.on_answer is not None:
                     self.on_answer(time.monotonic() - sent)
             except openai.APIStatusError as exc:
@@ -335,10 +335,10 @@ class LLMClient:
                 self.gate.observe(exc.response.headers)
                 raise
             except (TimeoutError, openai.APIConnectionError) as exc:
-                if isinstance(exc, TimeoutError) and estimate is not None:
-                    # Sent and never answered: the server may bill it all the same, so the
-                    # spend guard counts it at its estimate (the row shows no tokens).
-                    usage = estimate.expected()
+                if estimate is not None and not never_sent(exc):
+                    # Sent, never answered (a timeout, a connection lost on the way back): it may
+                    # be billed in full, so the spend cap counts its most (the row shows none).
+                    usage = estimate.worst()
                 failure = RequestTimedOut() if isinstance(exc, TimeoutError) else exc
                 fatal = self.health.no_response(failure)
                 if fatal is not None:

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
+from tagger.errors import WrittenTooLate
+
 if TYPE_CHECKING:
     from tagger.config import ClientConfig
 
@@ -48,6 +50,23 @@ def handshake_stalled(error: ssl.SSLError) -> bool:
 def connect_timed_out(exc: BaseException) -> bool:
     """Whether no connection was made in time (rather than no answer on one)."""
     return any(type(e).__name__ in _CONNECT_TIMEOUTS for e in _chain(exc))
+
+
+# A connection never made (refused, no route, a name that does not resolve, a TLS handshake
+# that failed): the request never reached the server, so it cannot have been billed.
+_NEVER_CONNECTED = frozenset({
+    "ConnectError", "ConnectTimeout", "ClientConnectorError", "ClientConnectorDNSError",
+    "ClientConnectorCertificateError", "ClientConnectorSSLError", "ConnectionTimeoutError",
+    "ConnectionRefusedError",
+})  # fmt: skip
+
+
+def never_sent(exc: BaseException) -> bool:
+    """Whether a failed request surely never reached the server (no connection was made);
+    otherwise it may have been answered and billed, whatever became of the answer."""
+    return tls_failure(exc) is not None or any(
+        type(e).__name__ in _NEVER_CONNECTED or isinstance(e, WrittenTooLate) for e in _chain(exc)
+    )
 
 
 def plain_http(url: str) -> str | None:

@@ -10,11 +10,13 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from tagger.errors import BudgetExceeded, SendingStopped
-from tagger.sending.pacing import Pacer
-from tagger.usage import NO_USAGE, RequestEstimate, Usage
+from tagger.errors import SendingStopped
+from tagger.sending.pacing import ON_WIRE, Pacer
+from tagger.sending.spendguard import Held, SpendGuard
+from tagger.usage import RequestEstimate, Usage
 
 # A server asking for a longer pause (Retry-After, an exhausted x-ratelimit window) is not
 # believed beyond this: a wrong "86400s" must not stop a run for a day. Then retries decide.
@@ -54,98 +56,6 @@ def parse_reset(value: str) -> float | None:
             return None
         seconds = sum(float(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION.findall(value))
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
-
-
-Held = int | RequestEstimate  # a reservation: an estimate, or bare tokens (priced as output)
-
-
-class SpendGuard:
-    """Refuses a request that could take the run past --max-requests or --max-cost.
-
-    Every request in flight holds the most it can be billed (RequestEstimate.worst: its prompt
-    uncached at the input price, every token its limit allows at the output price) until its
-    real usage replaces that. A request that could pass the cap only if those in flight cost
-    their worst waits for them to settle (wait_for_room); one that could pass it even if they
-    cost nothing is refused (BudgetExceeded), and counted.
-    """
-
-    def __init__(
-        self,
-        max_requests: int | None,
-        max_cost: float | None,
-        cost_of: Callable[[Usage], float | None],
-    ) -> None:
-        self.max_requests = max_requests
-        self.max_cost = max_cost
-        self.cost_of = cost_of
-        self.sent = 0
-        self.refused = 0  # requests refused by --max-cost or --max-requests
-        self.used = NO_USAGE
-        self._reserved = NO_USAGE  # the worst of the requests in flight
-        self._in_flight = 0
-        self._settled: asyncio.Event | None = None
-
-    def reserve(self, estimate: Held) -> None:
-        """Count a request about to be sent, or raise BudgetExceeded."""
-        if not self.try_reserve(estimate):
-            self.refused += 1
-            raise BudgetExceeded(f"--max-cost ${self.max_cost:g} reached")
-
-    def try_reserve(self, estimate: Held) -> bool:
-        """Reserve a request; False if it must wait for those in flight (BudgetExceeded if it
-        can never be sent)."""
-        if self.max_requests is not None and self.sent >= self.max_requests:
-            self.refused += 1
-            raise BudgetExceeded(f"--max-requests {self.max_requests} reached")
-        held = _worst(estimate)
-        if self.max_cost is not None:
-            alone = self.cost_of(self.used + held)
-            if alone is not None and not alone <= self.max_cost:  # NaN is over, too
-                self.refused += 1
-                raise BudgetExceeded(f"--max-cost ${self.max_cost:g} reached")
-            cost = self.cost_of(self.used + self._reserved + held)
-            if cost is not None and not cost <= self.max_cost:
-                return False
-        self.sent += 1
-        self._in_flight += 1
-        self._reserved += held
-        return True
-
-    async def wait_for_room(self, estimate: Held) -> None:
-        """Reserve a request once the requests in flight leave room (BudgetExceeded: never)."""
-        while not self.try_reserve(estimate):
-            if self._in_flight == 0:  # nothing will settle: the cap is the answer
-                self.refused += 1
-                raise BudgetExceeded(f"--max-cost ${self.max_cost:g} reached")
-            if self._settled is None:
-                self._settled = asyncio.Event()
-            await self._settled.wait()
-
-    def release(self, estimate: Held, requests: int = 0) -> None:
-        """Give back reservations that were never sent (a Ray worker's unused permits)."""
-        self.sent -= requests
-        self._in_flight -= requests
-        self._reserved -= _worst(estimate)
-        self._wake()
-
-    def settle(self, estimate: Held, used: Usage) -> None:
-        """Replace a request's reservation by what it really used."""
-        self._reserved -= _worst(estimate)
-        self._in_flight = max(0, self._in_flight - 1)
-        self.used += used
-        self._wake()
-
-    def _wake(self) -> None:
-        if self._settled is not None:
-            self._settled.set()
-            self._settled = None
-
-
-def _worst(estimate: Held) -> Usage:
-    """What a reservation holds: bare tokens are priced as output, the dearer side."""
-    if isinstance(estimate, RequestEstimate):
-        return estimate.worst()
-    return Usage(completion_tokens=estimate)
 
 
 class SendGate:
@@ -202,28 +112,43 @@ class SendGate:
         async with self._slots:
             scout = await self._scout_turn()
             try:
-                async with self._turn:  # one sender at a time: a stall delays one, bunches none
-                    await self._wait_turn(estimated_tokens)
-                await self._wait_pause()  # a 429 may have arrived while we queued
-                if self.stopped is not None:
-                    raise SendingStopped(self.stopped)
-                if self.guard is not None:
-                    held = estimated_tokens if estimate is None else estimate
-                    await self.guard.wait_for_room(held)
-                    if self.stopped is not None:  # stopped while this one waited for room
-                        self.guard.release(held, 1)
+                task = asyncio.current_task()
+                try:
+                    # Room under the spend cap first: a request waiting for answers to settle
+                    # takes no turn of the pacing, which would then leave late, unpaced.
+                    await self._reserve(estimated_tokens if estimate is None else estimate)
+                    async with self._turn:  # one sender at a time: a stall delays one only
+                        booked = await self._wait_turn(estimated_tokens, estimate)
+                    await self._wait_pause()  # a 429 may have arrived while we queued
+                    if self.stopped is not None:
                         raise SendingStopped(self.stopped)
-                    self._held[asyncio.current_task()] = held
+                except BaseException:
+                    self._give_back(self._held.pop(task, None))  # reserved, never sent
+                    raise
                 self._in_flight += 1
+                mark = None if booked is None else partial(self._left, booked, estimated_tokens)
+                wire = ON_WIRE.set(mark)
                 try:
                     yield self.clock()
                 finally:
+                    ON_WIRE.reset(wire)
                     self._in_flight -= 1
             finally:
                 if scout:
                     self._requests.answered(self.clock())
                     self._tokens.answered(self.clock())
                     self._first_answer.set()
+
+    async def _reserve(self, held: Held) -> None:
+        """Hold the request's worst cost at the spend guard, once it leaves room."""
+        if self.guard is not None:
+            await self.guard.wait_for_room(held)
+            self._held[asyncio.current_task()] = held
+
+    def _give_back(self, held: Held | None) -> None:
+        """What a request reserved and never sent (stopped, cancelled) goes back."""
+        if held is not None and self.guard is not None:
+            self.guard.release(held, 1)
 
     async def _scout_turn(self) -> bool:
         """True for the request that goes alone; the others wait here until it is answered."""
@@ -235,8 +160,11 @@ class SendGate:
         await self._first_answer.wait()
         return False
 
-    async def _wait_turn(self, estimated_tokens: int) -> None:
-        """Wait until both limits allow the next send, and record it."""
+    async def _wait_turn(
+        self, estimated_tokens: int, estimate: RequestEstimate | None
+    ) -> float | None:
+        """Wait until both limits allow the next send, and record it; the time it was booked
+        at (None: booked elsewhere)."""
         now = self.clock()
         due = self._requests.earliest(1, now)
         if estimated_tokens > 0:
@@ -247,6 +175,14 @@ class SendGate:
         self._requests.book(1, due, sent)
         if estimated_tokens > 0:
             self._tokens.book(estimated_tokens, due, sent)
+        return sent
+
+    def _left(self, booked: float, estimated_tokens: int) -> None:
+        """The request booked at `booked` is being written now: count it from now."""
+        now = self.clock()
+        self._requests.sent_at(booked, now)
+        if estimated_tokens > 0:
+            self._tokens.sent_at(booked, now)
 
     def snapshot(self) -> GateSnapshot:
         """Requests in flight, pauses and learned limits, read without changing anything."""

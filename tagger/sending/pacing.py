@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import math
 import time
+from collections.abc import Callable, Iterable
 
 # Pace at 97% of a limit: a sliding-window server counts arrivals, and network jitter can bunch
 # requests that left evenly spaced; the margin keeps us clear of 429s while using >95%.
@@ -24,19 +26,37 @@ MAX_LAG_SECONDS = 0.02
 # than the gate let them go, and the server sees them bunched with the next ones.
 START_FACTOR = 0.95
 _EPSILON = 1e-9
+# Who to tell when a request's bytes go out: set by the send gate while it lets the request
+# go, called by the HTTP client just before it writes the request (tagger.sending.sdk). A
+# request can leave the process well after the gate let it go (a stalled process, a connection
+# to open): counted from when it left, it bunches with no other.
+ON_WIRE: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "tagger_on_wire", default=None
+)
+
+
+async def on_wire(request: object) -> None:
+    """httpx's request hook: this task's request is being written now."""
+    mark = ON_WIRE.get()
+    if mark is not None:
+        ON_WIRE.set(None)  # once per request: the gate sets it again for the next
+        mark()
 
 
 class Pacer:
     """Send times for one limit (requests or tokens per minute; None: unlimited).
 
-    Senders take turns: earliest() says when the next may go, book() records that it went.
+    Senders take turns: earliest() says when the next may go, book() records that it went,
+    sent_at() moves the record to when it really went (or unbook() drops it: it never did).
     """
 
     def __init__(self, per_minute: float | None = None) -> None:
         self.per_minute = per_minute
         self._next = -math.inf  # the next send's time on the evenly spaced schedule
-        self._recent: collections.deque[tuple[float, float]] = collections.deque()
+        # (sent, amount, counted until): a send counts against every window it may fall in.
+        self._recent: collections.deque[tuple[float, float, float]] = collections.deque()
         self._in_window = 0.0  # the amounts in _recent
+        self._unsure = 0  # records whose send time is not known yet (book(..., unsure_for=))
         self._started: float | None = None  # the first send at this limit
         self._slot = self._free = -math.inf  # from the last earliest(): schedule, and uncapped
 
@@ -56,24 +76,33 @@ class Pacer:
         self.per_minute = per_minute
         self._started = None
         if self._recent:
-            last, amount = self._recent[-1]
+            last, amount, _ = self._recent[-1]
             self._next = max(self._next, last + amount / self._rate(last))
 
     def earliest(self, amount: float, now: float) -> float:
         """The earliest time the next send, of `amount`, may go (>= now)."""
         self._slot = max(self._next, now - MAX_LAG_SECONDS)
         at = self._free = max(self._slot, now)
-        self._forget(at - _COUNTED_SECONDS)  # send times only grow: older ones never count again
+        self._forget(at)
         excess = self._in_window + min(amount, self._cap) - self._cap
-        for sent, booked in self._recent:  # the oldest leave the window first
+        if excess <= _EPSILON:
+            return at
+        records: Iterable[tuple[float, float, float]] = self._recent
+        if self._unsure:  # some count longer than sends after them: they leave in their order
+            records = sorted(self._recent, key=lambda record: record[2])
+        for _, booked, until in records:
             if excess <= _EPSILON:
                 break
             excess -= booked
-            at = max(at, sent + _COUNTED_SECONDS)
+            at = max(at, until)
         return at
 
-    def book(self, amount: float, due: float, sent: float) -> None:
-        """Record a send of `amount`, due at `due` (earliest(), or later for another limit)."""
+    def book(self, amount: float, due: float, sent: float, unsure_for: float = 0.0) -> None:
+        """Record a send of `amount`, due at `due` (earliest(), or later for another limit).
+
+        `unsure_for`: the send may go up to this much later than `sent` (a permit handed to a
+        worker of a cluster): counted as if it did, until sent_at() says when it went.
+        """
         # Held back by the window or by another limit, the schedule restarts from the send;
         # on schedule, it goes on from the slot, making up for a late wake-up within the lag.
         start = due if due > self._free + _EPSILON else self._slot
@@ -82,8 +111,40 @@ class Pacer:
             self._started = sent
         self._next = start + amount / self._rate(start)
         booked = min(amount, self._cap)  # a request larger than a window's share goes alone
-        self._recent.append((sent, booked))
+        self._recent.append((sent, booked, sent + _COUNTED_SECONDS + unsure_for))
         self._in_window += booked
+        self._unsure += unsure_for > 0
+
+    def sent_at(self, booked: float, at: float) -> None:
+        """The send booked at `booked` really went at `at` (not earlier): count it from then."""
+        where = self._find(booked)
+        if where is None or at < booked:
+            return
+        _, amount, until = self._recent[where]
+        self._unsure -= _unsure(booked, until)
+        del self._recent[where]
+        while where < len(self._recent) and self._recent[where][0] <= at:
+            where += 1
+        self._recent.insert(where, (at, amount, at + _COUNTED_SECONDS))
+
+    def unbook(self, booked: float) -> None:
+        """The send booked at `booked` never went: it counts against no window."""
+        where = self._find(booked)
+        if where is not None:
+            _, amount, until = self._recent[where]
+            self._unsure -= _unsure(booked, until)
+            self._in_window -= amount
+            del self._recent[where]
+
+    def _find(self, booked: float) -> int | None:
+        """Where the record booked at `booked` is (among the last: a few went since at most)."""
+        if self.per_minute is None:
+            return None
+        recent = self._recent
+        for where in range(len(recent) - 1, -1, -1):
+            if recent[where][0] <= booked:
+                return where if recent[where][0] == booked else None
+        return None  # forgotten already, or moved by answered()
 
     def answered(self, at: float) -> None:
         """Count the sends booked so far as made at `at`, when the first of them was answered.
@@ -91,7 +152,10 @@ class Pacer:
         The first request of a run can leave the process long after the gate let it go (the
         client's set-up, a new connection): the server may count it as late as its answer.
         """
-        self._recent = collections.deque((max(sent, at), n) for sent, n in self._recent)
+        self._recent = collections.deque(
+            (max(sent, at), n, max(until, at + _COUNTED_SECONDS)) for sent, n, until in self._recent
+        )
+        self._unsure = sum(_unsure(sent, until) for sent, _, until in self._recent)
         if self._recent:
             self._started = at
             self._next = max(self._next, at + self._recent[-1][1] / self._rate(at))
@@ -101,9 +165,18 @@ class Pacer:
         if self.per_minute is not None and amount > 0:
             self._next = max(self._next, now - MAX_LAG_SECONDS) + amount / self._rate(now)
 
-    def _forget(self, cutoff: float) -> None:
-        while self._recent and self._recent[0][0] <= cutoff + _EPSILON:
-            self._in_window -= self._recent.popleft()[1]
+    def _forget(self, at: float) -> None:
+        """Drop the records that count no more at `at`, oldest first (one that counts longer
+        keeps those after it: they are counted a little longer, never less)."""
+        while self._recent and self._recent[0][2] <= at + _EPSILON:
+            sent, amount, until = self._recent.popleft()
+            self._in_window -= amount
+            self._unsure -= _unsure(sent, until)
+
+
+def _unsure(sent: float, until: float) -> bool:
+    """Whether a record counts longer than a send at `sent` would: its time is not known."""
+    return until > sent + _COUNTED_SECONDS + _EPSILON
 
 
 async def wait_until(at: float) -> None:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from tagger.config import ClientConfig, HttpBackend
 from tagger.errors import ConfigError
+from tagger.sending.pacing import on_wire
 
 if TYPE_CHECKING:
     import openai
@@ -31,9 +32,12 @@ def open_sdk(config: ClientConfig, *, max_retries: int = 0) -> openai.AsyncOpenA
 
     # Per connect/read/write; a caller bounds a whole request with its own deadline.
     timeout = openai.Timeout(config.timeout, connect=min(config.timeout, CONNECT_TIMEOUT))
-    http_client = None
+    # The send gate hears when each request is written (tagger.sending.pacing.on_wire).
+    hooks = {"request": [on_wire]}
     if config.http is HttpBackend.AIOHTTP:
-        http_client = openai.DefaultAioHttpClient(timeout=timeout)
+        http_client = openai.DefaultAioHttpClient(timeout=timeout, event_hooks=hooks)
+    else:
+        http_client = openai.DefaultAsyncHttpxClient(timeout=timeout, event_hooks=hooks)
     secret = config.api_key.get_secret_value() if config.api_key else None
     return openai.AsyncOpenAI(
         api_key=secret or "unused",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import email.utils
+import math
 import random
 import re
 from collections.abc import Callable
@@ -10,7 +13,7 @@ from typing import TYPE_CHECKING
 from tenacity import RetryCallState, wait_random_exponential
 
 from tagger.config import Mode
-from tagger.errors import FatalAPIError, RequestTimedOut
+from tagger.errors import FatalAPIError, RequestTimedOut, WrittenTooLate
 from tagger.pipeline.policy import is_retryable
 from tagger.sending.connection import (
     connect_timed_out,
@@ -54,10 +57,21 @@ def retry_after_seconds(exc: BaseException) -> float | None:
         try:
             seconds = float(value) / divisor
         except ValueError:
-            continue
-        if 0 <= seconds <= MAX_PAUSE_SECONDS:  # asking for longer: a plain failure
+            seconds = _until_date(value) if divisor == 1.0 else math.nan
+        if 0 <= seconds <= MAX_PAUSE_SECONDS:  # asking for longer (or NaN): a plain failure
             return seconds
     return None
+
+
+def _until_date(value: str) -> float:
+    """Seconds until a Retry-After given as an HTTP date (RFC 9110), NaN if it is none."""
+    try:
+        when = email.utils.parsedate_to_datetime(value[:64])
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return math.nan
+    if when.tzinfo is None:  # "-0000": a time in UTC whose zone was not said
+        when = when.replace(tzinfo=dt.UTC)
+    return (when - dt.datetime.now(dt.UTC)).total_seconds()
 
 
 def wait_strategy(gate: SendGate) -> Callable[[RetryCallState], float]:
@@ -68,6 +82,8 @@ def wait_strategy(gate: SendGate) -> Callable[[RetryCallState], float]:
         import openai
 
         exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, WrittenTooLate):
+            return 0.0  # never sent: at once, with a new turn
         asked = retry_after_seconds(exc) if exc else None
         if asked is None:
             return float(backoff(state))
@@ -80,12 +96,13 @@ def wait_strategy(gate: SendGate) -> Callable[[RetryCallState], float]:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """True for failures worth retrying: 408/409/429/5xx, timeouts, dropped connections."""
+    """True for failures worth retrying: 408/409/429/5xx, timeouts, dropped connections, and a
+    request held back unsent (its turn under a cluster's limit long past)."""
     import openai
 
     if isinstance(exc, openai.APIStatusError):  # the per-abstract policy's one retry table
         return is_retryable(exc.status_code, exc.code)
-    return isinstance(exc, openai.APIConnectionError | RequestTimedOut)
+    return isinstance(exc, openai.APIConnectionError | RequestTimedOut | WrittenTooLate)
 
 
 def is_timeout(exc: BaseException) -> bool:
