@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import re
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -22,9 +23,54 @@ class ErrorsFromHere:
         """Nothing to set up."""
 
     def __exit__(self, kind: object, error: BaseException | None, trace: object) -> None:
-        """Raise a TaggerError again without the frames it came through."""
+        """Raise a TaggerError again without the frames it came through, its options named as
+        a Python caller passes them."""
         if isinstance(error, TaggerError):
+            if error.args and isinstance(error.args[0], str):
+                error.args = (python_names(error.args[0]), *error.args[1:])
             raise error.with_traceback(None) from None
+
+
+# `--flag` outside backticks (a `tagger run ...` quoted in backticks stays a command), a word
+# of its own (in a path, /data/--model/in.jsonl, it is no flag), and the
+# value that may follow it: a quoted word, a URL, a number, a model name with digits, a
+# PLACEHOLDER.
+_FLAG = re.compile(
+    r"`[^`]*`|(?<![^\s(])--([a-z][a-z0-9-]*)(?![\w/\\-]|\.\S)"
+    r"(?: ('[^']*'|\S*(?:://|\d)\S*?|[A-Z][A-Z_,]*)(?=[.,;:)]{0,2}(?:\s|$)))?"
+)
+
+
+def python_names(message: str) -> str:
+    """A message of the CLI's words in the words of `tag()`: `--base-url URL` as `base_url=`,
+    `--no-logprobs` as `no_logprobs=True`, `--target 0.95` as `target=0.95`, written once for
+    both (flags that are no keyword of `tag()`, such as --dry-run, are left as they are)."""
+    from tagger.options import RunOptions
+
+    fields = RunOptions.model_fields
+
+    def rename(match: re.Match[str]) -> str:
+        flag, value = match.group(1), match.group(2)
+        name = (flag or "").replace("-", "_")
+        if name not in fields:
+            return match.group(0)
+        if fields[name].annotation is bool:
+            return f"{name}=True" + (f" {value}" if value else "")
+        if value is None:
+            return f"{name}="
+        if value.startswith("'") or _is_number(value):
+            return f"{name}={value}"
+        return f"{name}={value!r}"
+
+    return _FLAG.sub(rename, message)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def in_worker_thread(start: Callable[[], Coroutine[Any, Any, T]]) -> T:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import tagger
-from tagger.errors import ConfigError, InputError
+from tagger.errors import ConfigError, InputError, UsageError
 from tests.fakeserver import FakeLLM
 from tests.harness import PROMPTS_DIR, SEEDS_DIR, TEST_KEY, TaggerCLI, seed_texts
 
@@ -86,11 +86,12 @@ def test_configuration_errors_are_typed(
     llm: FakeLLM, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)  # no .env here
-    with pytest.raises(ConfigError, match="No API key"):
+    with pytest.raises(ConfigError, match="No API key") as no_key:
         tagger.tag(["An abstract."], progress=False, prompts_dir=PROMPTS_DIR)
+    assert str(no_key.value).endswith("or pass api_key=")  # the keyword, not `--api-key`
     with pytest.raises(ConfigError, match="prompt"):
         tagger.tag(["An abstract."], **_options(llm, tmp_path, prompt="no-such@v9"))
-    with pytest.raises(ConfigError, match="--concurrency"):
+    with pytest.raises(ConfigError, match="concurrency=: "):
         tagger.tag(["An abstract."], **_options(llm, tmp_path, concurrency=0))
     with pytest.raises(TypeError, match="modle"):
         tagger.tag(["An abstract."], **_options(llm, tmp_path, modle="x"))
@@ -321,10 +322,38 @@ def test_expected_errors_are_raised_from_the_callers_frame_with_the_cli_line(
     message = str(raised.value)
     assert "\n" not in message and len(message) < 400, message
     assert expected.get(mistake, "") in message, message
+    # The options are named as tag() takes them (`base_url=`), not as the CLI's flags.
+    named = {"refused key": "api_key=", "model typo": "model=", "wrong URL": "base_url="}
+    assert "--" not in message and named[mistake] in message, message
     frames = traceback.extract_tb(raised.value.__traceback__)
     files = [Path(frame.filename).name for frame in frames]
     assert len(frames) <= 3 and "base_events.py" not in files, files
     assert raised.value.__cause__ is None and raised.value.__suppress_context__
+
+
+def test_errors_name_the_options_as_python_passes_them(llm: FakeLLM, tmp_path: Path) -> None:
+    from tagger.calling import python_names
+
+    mistakes = [
+        ({"cascade": "a,b"}, "cascade= needs target=: ", "e.g. target=0.95"),
+        ({"cascade": "a", "target": 0.9}, "cascade='a': ", "e.g. cascade='gpt-5.4-nano,"),
+        ({"cascade": "a,b", "target": 0.9, "no_logprobs": True}, "drop no_logprobs=True", ""),
+        ({"detach": True}, "detach=True only applies to a batch run: add batch=True", ""),
+        ({"base_url": "not a url"}, "invalid option: base_url=: ", ""),
+    ]
+    for options, said, also in mistakes:
+        with pytest.raises(UsageError) as raised:
+            tagger.tag(["x"], **{**_options(llm, tmp_path), **options})
+        assert said in str(raised.value) and also in str(raised.value), raised.value
+        assert "--" not in str(raised.value), raised.value
+    assert not llm.history
+    # A command in backticks stays a command; a flag tag() has no keyword for stays a flag.
+    kept = "see `tagger run --ray -o FILE`, or tagger run --dry-run; --max-cost 2.5."
+    assert python_names(kept) == kept.replace("--max-cost 2.5", "max_cost=2.5")
+    path = "/data/--model/in.jsonl: no such file (--model.txt, a--model, --models)"
+    assert python_names(path) == path
+    url = "use --base-url http://127.0.0.1:8000/v1, or --model gpt-5.4-mini."
+    assert python_names(url) == "use base_url='http://127.0.0.1:8000/v1', or model='gpt-5.4-mini'."
 
 
 def test_a_cli_only_option_says_what_to_use_in_python(llm: FakeLLM, tmp_path: Path) -> None:

@@ -159,6 +159,17 @@ def test_a_spooled_row_changed_on_disk_stops_the_run_naming_the_file(tmp_path: P
     assert not folder.path.exists()
 
 
+def test_a_tmpdir_others_could_swap_the_spools_in_is_refused(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # writable by all, no sticky bit: anyone renames our folder away
+    with pytest.raises(OutputError, match=r"another user could swap them .* set TMPDIR"):
+        SpoolFolder(shared)
+    assert not list(shared.iterdir())
+    shared.chmod(0o1777)  # as /tmp: only a folder's owner may rename it
+    SpoolFolder(shared).close()
+
+
 def _row_fields(index: int) -> dict[str, Any]:
     from tagger.files.rows import ROW_FIELDS
 

@@ -112,6 +112,35 @@ def test_output_that_is_an_input_is_refused(tagger_cli: TaggerCLI) -> None:
     assert seed.read_bytes() == before
 
 
+@pytest.mark.parametrize("dry_run", [False, True], ids=["run", "dry_run"])
+@pytest.mark.parametrize("named", ["an_input", "one_in_a_folder", "json", "csv", "directory"])
+def test_an_output_the_run_refuses_is_refused_first_by_the_dry_run_and_without_a_key(
+    tagger_cli: TaggerCLI, named: str, dry_run: bool
+) -> None:
+    # The usage mistake is said first, in one line (exit 2): never "No API key" and then,
+    # once a key is set, the output; never a dry run that passes an output the run refuses.
+    folder = tagger_cli.tmp / "folder"
+    shutil.copytree(SEEDS_DIR, folder)
+    inputs, out, says = [folder], tagger_cli.tmp / "out" / "tagged.jsonl", "one of your inputs"
+    if named == "an_input":
+        inputs = [out := tagger_cli.small_input(3)]
+    elif named == "one_in_a_folder":  # read by the folder's scan: an input all the same
+        shutil.copy(tagger_cli.small_input(3), out := folder / "more.jsonl")
+    elif named in ("json", "csv"):
+        out, says = tagger_cli.tmp / f"out.{named}", "writes JSON Lines"
+    else:
+        (out := tagger_cli.tmp / "adir").mkdir()
+        says = "is a directory"
+    before = {p: p.read_bytes() for p in folder.iterdir()}
+    extra = ("--dry-run",) if dry_run else ()
+    result = tagger_cli.run(*extra, inputs=inputs, out=out, key=None, base_url=None)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.count("\n") == 1 and says in result.stderr, result.stderr
+    assert "--- first prompt ---" not in result.stdout
+    assert {p: p.read_bytes() for p in folder.iterdir()} == before
+    assert not tagger_cli.fake.history
+
+
 def test_own_output_in_the_input_directory_is_not_read(tagger_cli: TaggerCLI) -> None:
     folder = tagger_cli.tmp / "folder"
     shutil.copytree(SEEDS_DIR, folder)

@@ -55,6 +55,19 @@ def test_a_model_past_its_shutdown_stops_unless_the_server_still_lists_it(today:
     assert listed is not None and "the server still lists it: going on" in listed
 
 
+def test_a_server_not_openais_is_never_stopped_by_openais_retirements() -> None:
+    # An Azure deployment named gpt-4, a proxy or a local server aliasing gpt-3.5-turbo, with
+    # no readable model list: OpenAI's shutdown is no reason to stop them.
+    for model in ("gpt-4", "gpt-3.5-turbo", "gpt-4-0613"):
+        said = judge_lifecycle(model, DAY("2026-12-04"), listed=False, openai=False)
+        assert said is not None and "is not OpenAI's" in said and "going on" in said
+        with pytest.raises(FatalAPIError, match="shut down on 2026-10-23"):
+            judge_lifecycle(model, DAY("2026-12-04"), listed=False, openai=True)
+    # Dates are ASCII days: other scripts' digits (which `\d` takes) are no date.
+    for junk in ("\uff12\uff10\uff12\uff16-01-01", "\u0662\u0660\u0662\u0666-01-01"):
+        assert lifecycle_of("acme-1", junk) is None
+
+
 def test_a_model_the_table_lacks_is_judged_by_the_servers_shutdown_date() -> None:
     assert judge_lifecycle("acme-1", DAY("2026-12-01"), listed=True) is None
     soon = judge_lifecycle("acme-1", DAY("2026-12-01"), listed=True, server_shutdown="2027-01-01")
@@ -79,9 +92,11 @@ def test_the_tables_own_row_wins_over_the_servers_date() -> None:
         ({"shutdown": "2026-10-23", "deprecated": "soon"}, "dates must be YYYY-MM-DD"),
         ({"shutdown": "2026-10-23", "deprecated": "2026-11-01"}, "deprecated after its shutdown"),
         ({}, "dates must be YYYY-MM-DD"),
+        # A TOML date-time is no day (compared with today's date it would raise TypeError).
+        ({"shutdown": dt.datetime(2026, 10, 23, 12)}, "dates must be YYYY-MM-DD"),
     ],
 )
-def test_a_bad_lifecycle_row_is_refused_naming_it(row: dict[str, str], problem: str) -> None:
+def test_a_bad_lifecycle_row_is_refused_naming_it(row: dict[str, object], problem: str) -> None:
     with pytest.raises(ValueError, match=f"lifecycle m: {problem}"):
         parse_lifecycles({"lifecycle": {"m": row}})
 
@@ -110,3 +125,13 @@ def test_the_deprecation_warning_is_the_runs_not_its_first_abstracts(tagger_cli:
     warnings = [line for line in result.stderr.splitlines() if "is deprecated" in line]
     assert len(warnings) == 1  # once
     assert warnings[0].startswith("Warning: gpt-5-mini is deprecated"), warnings[0]
+
+
+def test_a_local_server_serving_a_retired_name_without_a_model_list_runs(
+    tagger_cli: TaggerCLI,
+) -> None:
+    tagger_cli.fake.models_body = b"<html>no model list here</html>"
+    result = tagger_cli.run("--model", "gpt-3.5-turbo", inputs=[tagger_cli.small_input(2)])
+    assert result.exit_code == 0, result.output
+    assert "is not OpenAI's and may serve a model of that name: going on" in result.stderr
+    assert len(tagger_cli.fake.chats()) == 2

@@ -175,16 +175,28 @@ def test_at_defaults_a_server_listing_one_model_gets_it_used(
 
 
 def test_a_shut_down_model_stops_before_sending_unless_listed(
-    listing_fake: FakeLLM, cli_env: Path, tmp_path: Path
+    listing_fake: FakeLLM, cli_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from tagger.errors import FatalAPIError
+    from tagger.sending import models
+
+    async def unreadable(config: ClientConfig, deadline: float = 5.0) -> None:
+        raise models.ListingUnreadable("no whole answer within 5 s")
+
+    # OpenAI's API (whose retirements tagger's table records), its list unread: stopped.
+    with monkeypatch.context() as patched:
+        patched.setattr(models, "fetch_listing", unreadable)
+        openai = ClientConfig(model="o1", base_url="https://api.openai.com/v1")
+        with pytest.raises(FatalAPIError, match="o1 was shut down on 2026-10-23"):
+            asyncio.run(models.check_model(openai))
+    # A server that is not OpenAI's may serve a model of that name: warned, and it runs.
     cli = TaggerCLI(listing_fake, tmp_path)  # a server listing nothing
     result = cli.run("--model", "o1", inputs=[cli.small_input(2)])
-    assert result.exit_code == 2, result.output
-    assert "o1 was shut down on 2026-10-23" in one_line(result.stderr)
-    assert cli.chats() == []
+    assert result.exit_code == 0, result.output
+    assert "o1 was shut down on OpenAI's API on 2026-10-23" in one_line(result.stderr)
     listing_fake.models = ["o1", "gpt-5.4-nano"]
     listing_fake.model_rules["o1"] = ModelRules(True, ("low", "medium", "high"), "medium")
-    listed = cli.run("--model", "o1", inputs=[cli.small_input(2)])
+    listed = cli.run("--model", "o1", "--refresh", inputs=[cli.small_input(2)])  # sends again
     assert listed.exit_code == 0, listed.output
     assert "o1 was shut down on 2026-10-23" in one_line(listed.stderr)
     assert "the server still lists it: going on" in one_line(listed.stderr)

@@ -251,8 +251,12 @@ def test_logprobs_that_do_not_match_the_pack_give_no_confidence(
 def test_a_spend_cap_holds_each_pack_at_its_worst(tagger_cli: TaggerCLI) -> None:
     _, full = _run(tagger_cli, "full", "--per-request", 8)
     cap = full["estimated_cost_usd"] / 2
+    before = len(tagger_cli.chats())
     rows, manifest = _run(tagger_cli, "capped", "--per-request", 8, "--max-cost", cap, code=1)
     assert manifest["estimated_cost_usd"] <= cap
+    # Packs the cap held back asked about nothing: only the packs sent are counted.
+    sent = _sizes(tagger_cli.chats()[before:])
+    assert manifest["packs"] == sum(size > 1 for size in sent) and manifest["requests"] == len(sent)
     assert 0 < manifest["ok"] < SEEDS
     assert manifest["not_run"] == SEEDS - manifest["ok"] and manifest["failed"] == 0
     assert all("--max-cost" in r["error"] for r in rows if r["status"] != "ok")

@@ -368,3 +368,40 @@ def test_pack_schema_wraps_any_answer_schema() -> None:
               "additionalProperties": False}  # fmt: skip
     item = pack_schema(answer)["properties"]["answers"]["items"]
     assert item["required"] == ["id", "a"] and answer["required"] == ["a"]  # not changed
+
+
+def _hostile_ids(make: Any) -> str:
+    answers = [{"id": n, **answer} for n, answer in enumerate(_answers(3), 1)]
+    return json.dumps({"answers": [{**a, "id": make(a["id"])} for a in answers]})
+
+
+@pytest.mark.parametrize(
+    ("content", "usable"),
+    [
+        # Numbers a model may spell otherwise, each still naming one abstract: read as it.
+        (_hostile_ids(lambda n: f" {n}\n"), True),
+        (_hostile_ids(lambda n: f"0{n}"), True),
+        (_hostile_ids(lambda n: chr(0x660 + n)), True),  # Arabic-Indic digits: int() reads them
+        # Numbers that are no abstract's: the whole pack is asked again, alone.
+        (_hostile_ids(float), False),
+        (_hostile_ids(lambda n: [n]), False),
+        (_hostile_ids(lambda n: -n), False),
+        (_hostile_ids(lambda n: n - 1), False),
+        (_hostile_ids(lambda n: 10**400 + n), False),  # past the reader's 100 digits: null
+        (_hostile_ids(lambda n: f"{n:04d}"), False),
+        # Wrappers: the last of two "answers" keys (as JSON reads them), text around the JSON.
+        ('{"answers": [], "answers": ' + _hostile_ids(int)[12:], True),
+        (_hostile_ids(int)[:-1] + ', "answers": []}', False),
+        (_hostile_ids(int) + " trailing junk {}", True),
+        ("<think>[1] is about x</think>" + _hostile_ids(int), True),
+        (json.dumps([{"id": 1}]), False),  # no wrapper: no pack's answers
+    ],
+)
+def test_hostile_numbers_and_wrappers_never_give_an_abstract_anothers_answer(
+    content: str, usable: bool
+) -> None:
+    split = split_pack(Reply(content=content, finish_reason="stop", usage=Usage(90, 30)), [5] * 3)
+    assert (split.problem is None) is usable, split.problem
+    if usable:  # each abstract gets its own answer back, whatever the spelling of its number
+        assert [json.loads(r.content) for r in split.replies] == _answers(3)
+        assert sum((r.usage for r in split.replies), Usage()) == Usage(90, 30)

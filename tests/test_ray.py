@@ -227,10 +227,41 @@ def test_a_rerun_skips_only_the_same_work_and_refresh_skips_nothing(
     assert again.merged.other_run_rows == 30  # the first run's rows: another input
     assert {r["status"] for r in rows} == {"ok"} and again.stats.cached == 28
     run()  # the same again: every row skipped from the parts, nothing asked
-    assert len(_chats(fake)) == 31 and read_rows(out) == rows
+    # Each row now answered before, as a local rerun says: cached (the corrected one too).
+    assert len(_chats(fake)) == 31 and read_rows(out) == [{**r, "cached": True} for r in rows]
     refreshed = run(refresh=True)
     assert len(_chats(fake)) == 31 + 29 and refreshed.stats.requests == 29
     assert refreshed.stats.ok == 29 and len(read_rows(out)) == 29
+
+
+def test_a_cached_rerun_on_ray_says_the_figures_of_a_local_cached_rerun(
+    ray_cluster: str, fake_server: Any, tmp_path: Path
+) -> None:
+    # Rows answered before (from the cache, or kept from this run's earlier part) cost this run
+    # nothing: its manifest counts them as a local rerun does (cached, no tokens, no cost).
+    fake = fake_server()
+    inputs = write_inputs(tmp_path / "in.jsonl", 24)
+    cache = tmp_path / "cache"
+    common = ("--concurrency", CONCURRENCY)
+    first = tmp_path / "first.jsonl"
+    assert invoke([*run_args(inputs.path, first, fake.base_url, cache, *common)]).exit_code == 0
+    sent = len(_chats(fake))
+    figures = {}
+    for name, ray_flags in (("local", ()), ("ray", ("--ray", "--ray-actors", ACTORS))):
+        out = tmp_path / f"{name}.jsonl"
+        for _ in range(2):  # into a new output (all cached), then again (kept from the part)
+            args = run_args(inputs.path, out, fake.base_url, cache, *common, *ray_flags)
+            result = invoke(args)
+            assert result.exit_code == 0, result.output
+            manifest = json.loads(manifest_path(out).read_text())
+            figures.setdefault(name, []).append({k: manifest[k] for k in SAME_FIGURES})
+            figures[name][-1]["rows"] = [
+                {k: v for k, v in r.items() if k != "served_model"} for r in read_rows(out)
+            ]
+    assert len(_chats(fake)) == sent  # nothing asked again
+    assert figures["local"][0]["cached"] == 24 and figures["local"][0]["prompt_tokens"] == 0
+    for mine, theirs in zip(figures["local"], figures["ray"], strict=True):
+        assert {k: v for k, v in theirs.items() if v != mine[k]} == {}
 
 
 def test_a_bad_record_is_a_row_and_base_urls_spread_the_actors(

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tagger.files.sheets import SHEET_COLUMNS
 from tests.reviewsheets import column_letter, gold_import_in_1_gib, zip_xlsx
+from tests.test_gold import gold_import
 
 
 def _shared_string_sheet(path: Path, rows: int, text: str) -> Path:
@@ -47,3 +50,29 @@ def test_short_values_repeated_through_shared_strings_still_import(tmp_path: Pat
     done = gold_import_in_1_gib(sheet, out)
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(out.read_text().splitlines()) == 2_000
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        '<c r="B2" t="n"><v>abc</v></c>',  # a number that is no number
+        '<c r="B2" t="n"><v>' + "9" * 5000 + "</v></c>",  # past Python's 4,300 digits
+        '<c r="B2" t="d"><v>not-a-date</v></c>',
+        '<c r="B2" t="s"><v>7</v></c>',  # a shared string the file does not have
+        '<c r="B2" t="s"><v>0.5</v></c>',
+    ],
+    ids=["not_a_number", "5000_digits", "not_a_date", "no_such_string", "half_a_string"],
+)
+def test_a_cell_no_spreadsheet_writes_is_one_line_not_an_unexpected_failure(
+    tmp_path: Path, cell: str
+) -> None:
+    from tagger.errors import UsageError
+    from tagger.files.sheets import read_sheet
+
+    header = '<row r="1"><c r="A1" t="inlineStr"><is><t>id</t></is></c></row>'
+    sheet = zip_xlsx(tmp_path / "review.xlsx", f'{header}<row r="2">{cell}</row>', shared="x")
+    with pytest.raises(UsageError, match=r"a cell after row 1 cannot be read .* save it as \.csv"):
+        read_sheet(sheet)
+    code, said = gold_import(sheet, tmp_path / "gold.jsonl")
+    assert code == 2 and said.startswith("Error: ") and "unexpected" not in said, said
+    assert not (tmp_path / "gold.jsonl").exists()

@@ -45,6 +45,7 @@ class SpoolFolder:
 
     def __init__(self, parent: Path | None = None) -> None:
         where = Path(parent) if parent is not None else Path(tempfile.gettempdir())
+        _check_parent(where)
         remove_stale(where)
         prefix = f"{_PREFIX}{os.getpid()}-{_machine()}-"
         self.path = Path(tempfile.mkdtemp(prefix=prefix, dir=where))  # mode 0700
@@ -87,6 +88,25 @@ def remove_stale(where: Path) -> int:
             shutil.rmtree(entry.path, ignore_errors=True)  # by descriptors: links not followed
             removed += 1
     return removed
+
+
+def _check_parent(parent: Path) -> None:
+    """OutputError for a TMPDIR where someone else could rename the run's folder and put
+    theirs in its place (to read the rows or change them): another user's folder, or one
+    others can write without the sticky bit (/tmp has it: only a folder's owner renames it)."""
+    if not hasattr(os, "getuid"):  # no owners to check (Windows)
+        return
+    try:
+        info = parent.stat()
+    except OSError:
+        return  # missing or unreadable: mkdtemp says so
+    sticky = bool(info.st_mode & stat.S_ISVTX)
+    if info.st_uid not in (os.getuid(), 0) or (info.st_mode & 0o022 and not sticky):
+        raise OutputError(
+            f"not keeping a cascade's rows in {parent}: another user could swap them there "
+            f"(owner uid {info.st_uid}, mode {stat.S_IMODE(info.st_mode):o}); "
+            "set TMPDIR to a folder of yours with room, then rerun"
+        )
 
 
 def _machine() -> str:

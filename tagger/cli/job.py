@@ -46,6 +46,12 @@ def run_command(command: RunCommand) -> None:
         price_table = PriceTable.load(options.prices)
         with _interruptible("while reading inputs; nothing was sent"):
             scanned = scan(command.paths)
+        if command.dry_run and str(command.output) != "-":
+            # Refused as the run itself would refuse it: an input found in a folder too.
+            from tagger.files.outname import output_problem
+
+            if (problem := output_problem(command.output, scanned.files)) is not None:
+                raise UsageError(problem)
         if command.dry_run and config.cascade is not None:
             from tagger.cascade.estimate import cascade_dry_run
             from tagger.cli.errortables import print_cascade_dry_run

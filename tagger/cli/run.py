@@ -289,13 +289,16 @@ def run(
     """Tag abstracts and write one JSON line per abstract, in input order."""
     given = dict(locals())  # every option by its name: the names tagger.tag() takes
     from tagger.apikey import key_refusal
+    from tagger.cli.common import print_err
+    from tagger.files.outname import output_problem
+    from tagger.redact import safe_text
 
-    # Before the imports of a run (~0.5 s, seconds on a loaded machine): a missing or placeholder
-    # key is refused at once.
-    if not dry_run and (refusal := key_refusal(api_key, base_url)) is not None:
-        from tagger.cli.common import print_err
-
-        print_err(f"Error: {refusal}")
+    # Before the imports of a run (~0.5 s, seconds on a loaded machine): an -o that cannot be
+    # the output (the dry run's too), then a missing or placeholder key, are refused at once.
+    problem = None if str(output) == "-" else output_problem(output, paths)
+    refusal = problem or (None if dry_run else key_refusal(api_key, base_url))
+    if refusal is not None:
+        print_err(f"Error: {safe_text(refusal, api_key)}")
         raise typer.Exit(2)
     from tagger.cli.job import run_command
     from tagger.cli.runcommand import RunCommand

@@ -14,8 +14,8 @@ from typing import IO, TYPE_CHECKING, Any
 from tagger import jsondata
 from tagger.errors import OutputError, UsageError
 from tagger.files.atomic import recreate, write_failed
+from tagger.files.outname import output_problem
 from tagger.files.rows import JsonlWriter, manifest_path, partial_path, write_json_temporary
-from tagger.files.sheets import SHEET_SUFFIXES
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock
@@ -196,52 +196,15 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return on_disk.st_dev, on_disk.st_ino
 
 
-# `tagger run` writes JSON Lines, whatever -o is called: a name that promises another format
-# (out.xlsx, out.csv) would hold JSONL that a spreadsheet shows as one garbled column.
-RUN_SUFFIXES = ("", ".jsonl", ".ndjson", ".jsonlines")
-
-
 def _check_target(output: Path, inputs: Sequence[Path]) -> None:
     """Refuse an output that cannot be a file of its own, before anything is sent."""
-    for path in inputs:
-        if output.exists() and path.exists() and os.path.samefile(output, path):
-            other = _quoted(output.with_name("tagged.jsonl"))
-            raise UsageError(
-                f"-o {_quoted(output)} is one of your inputs: the run would replace your "
-                f"abstracts with tagger's rows; name another output, e.g. -o {other}"
-            )
-    if output.suffix.lower() not in RUN_SUFFIXES:
-        raise UsageError(_suffix_advice(output))
-    if not output.name or output.is_dir():
-        raise UsageError(f"-o {output} is a directory: name a file, e.g. -o {output}/tagged.jsonl")
-    if output.exists() and not output.is_file():  # a device or pipe would be replaced by a file
-        raise UsageError(f"-o {output} is not a regular file: name a file, or -o - for stdout")
+    problem = output_problem(output, inputs)
+    if problem is not None:
+        raise UsageError(problem)
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise _unwritable(output, exc) from exc
-
-
-def _suffix_advice(output: Path) -> str:
-    """What to name OUT instead of a name that promises another format, as commands that work."""
-    rows = _quoted(output.with_suffix(".jsonl"))
-    sheet = output if output.suffix.lower() in SHEET_SUFFIXES else output.with_suffix(".csv")
-    export = f"`tagger export {rows} -o {_quoted(sheet)}`"
-    also = "" if sheet == output else " (or .xlsx)"
-    return (
-        f"-o {_quoted(output)}: `tagger run` writes JSON Lines (one JSON object per line), not "
-        f"{output.suffix}: name it -o {rows}, then {export}{also} makes a spreadsheet of it"
-    )
-
-
-def _quoted(path: Path) -> str:
-    """A path as a shell word: copied into a command, it names the same file (a line break or
-    another control character in it is shown escaped: the message stays one line)."""
-    import shlex
-
-    from tagger.terminal import one_line
-
-    return one_line(shlex.quote(str(path)))
 
 
 def _check_replaceable(output: Path) -> None:

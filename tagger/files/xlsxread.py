@@ -76,7 +76,7 @@ def read_xlsx_rows(path: Path) -> Iterator[list[str]]:
             _check_order(path, source)
         sheet.reset_dimensions()
         cells = text = 0
-        for number, values in enumerate(sheet.iter_rows(values_only=True), start=1):
+        for number, values in enumerate(_readable(path, sheet.iter_rows(values_only=True)), 1):
             # Checked on the empty rows openpyxl yields for a gap too: a row at 10**9 must be
             # refused before a billion of them, not after.
             if number > MAX_ROWS:
@@ -103,6 +103,32 @@ def read_xlsx_rows(path: Path) -> Iterator[list[str]]:
             yield row
     finally:
         book.close()
+
+
+# What openpyxl raises for a cell no spreadsheet writes: a number that is no number ("abc",
+# 5,000 digits), a date that is no date, a shared string that does not exist (-1, 0.5, 99999).
+_UNREADABLE_CELL = (ValueError, IndexError, KeyError, TypeError, ArithmeticError)
+
+
+def _readable(path: Path, rows: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+    """The rows as openpyxl reads them; UsageError (one line) for a cell it cannot read."""
+    from tagger.terminal import one_line
+
+    number = 0
+    while True:
+        try:
+            values = next(rows)
+        except StopIteration:
+            return
+        except _UNREADABLE_CELL as exc:
+            why = one_line(f"{type(exc).__name__}: {exc}")[:120]
+            raise UsageError(
+                f"{path}: a cell after row {number:,} cannot be read ({why}), which Excel and "
+                "LibreOffice never write: open it in one of them and save it again, or save it "
+                "as .csv"
+            ) from None
+        number += 1
+        yield values
 
 
 _REF = re.compile(r"([A-Z]{1,3})([0-9]{1,10})")

@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tagger.config import RunConfig
-from tagger.errors import BudgetExceeded, ConfigError, FormatRejected, RequestFailed
+from tagger.errors import (
+    BudgetExceeded,
+    ConfigError,
+    FormatRejected,
+    RequestFailed,
+    SendingStopped,
+)
 from tagger.files.abstracts import Abstract
 from tagger.logcontext import about
 from tagger.pipeline.item import ItemTagger, ProbeSnapshot
@@ -193,8 +199,6 @@ class PackingTagger:
         estimate = None
         if single.estimator is not None:
             estimate = single.estimator.estimate(messages, params, mode, answers=len(taken))
-        self.counts.packs += 1
-        self.counts.packed += len(taken)
         with about(f"a pack of {plural(len(taken), 'abstract')}"):
             try:
                 reply = await single.client.chat(
@@ -202,16 +206,21 @@ class PackingTagger:
                     estimate=estimate,
                 )  # fmt: skip
             except FormatRejected as exc:
+                self._sent(taken, budget.used)
                 single.probe.downgrade(mode, str(exc))
                 return self._fall_back(taken, budget.used, None, f"the server rejected {mode}")
             except RequestFailed as exc:
+                self._sent(taken, budget.used)
                 return self._fall_back(taken, budget.used, None, exc.reason)
             except BudgetExceeded as exc:  # a pack's worst case may not fit where one does
+                self._sent(taken, budget.used - 1)  # its last attempt was held back, not sent
                 return self._fall_back(taken, budget.used, None, str(exc), counted=False)
             except Exception as exc:  # SendingStopped, a fatal error: every abstract of it
+                self._sent(taken, budget.used - isinstance(exc, SendingStopped))
                 for waiting in taken:
                     _settle(waiting, exc)
                 return None
+        self._sent(taken, budget.used)
         single.probe.settle()
         split = split_pack(reply, own_prompt_tokens(items))
         if split.problem is not None:
@@ -220,6 +229,12 @@ class PackingTagger:
         for waiting, share in zip(taken, split.replies, strict=True):
             self._judge(waiting, ItemState(attempts=budget.used), share, mode.value)
         return None
+
+    def _sent(self, taken: list[_Waiting], attempts: int) -> None:
+        """Count a pack that went out (one the spend cap held back asked about nothing)."""
+        if attempts > 0:
+            self.counts.packs += 1
+            self.counts.packed += len(taken)
 
     def _judge(self, waiting: _Waiting, state: ItemState, share: Reply, mode: str) -> None:
         """One abstract's share of a pack's reply, as the policy reads it."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +110,9 @@ def choose_of_run(
                 if row.index in own or kept is None or kept.get(row.index) != _token(row):
                     stats.replaced += 1
                     continue
+                # Answered by an earlier invocation: this one paid nothing for it, as a local
+                # rerun reads it from the cache.
+                row = replace(row, row=row.row.model_copy(update={"cached": True}))
             elif mine and row.index not in own:
                 own.add(row.index)
                 stats.replaced += old is not None
@@ -231,6 +234,8 @@ def _count(stats: MergeStats, row: Row, by_model: dict[tuple[str, bool], Usage])
     stats.not_run += not_run
     stats.failed += not row.ok and not not_run
     stats.cached += row.cached
+    if row.cached:  # answered before: its tokens were paid then, as in a local run
+        return
     stats.mode = stats.mode or (row.mode if row.ok else None)
     served = row.served_model
     if served and served not in stats.served_models and len(stats.served_models) < 3:
@@ -242,7 +247,7 @@ def _count(stats: MergeStats, row: Row, by_model: dict[tuple[str, bool], Usage])
         reasoning_tokens=max(0, row.reasoning_tokens),
     )
     stats.usage += used
-    if row.ok and not row.cached and used.prompt_tokens > 0:  # paid for by this row
+    if row.ok and used.prompt_tokens > 0:  # paid for by this row
         answer = {
             "summary": row.summary,
             "task_area": row.task_area,

@@ -4,7 +4,9 @@ Each row of tagger/data/models.toml's [lifecycle] table gives the day a deprecat
 announced, the shutdown day, the recommended successor and the page it was read on. A run on a
 deprecated model is warned once, with the date and the successor; a run on a model past its
 shutdown day stops (exit 2) before anything is sent, unless the server still lists the model
-(then it is warned and goes on). OpenAI's model list may carry a `shutdown_date` of its own: a
+(then it is warned and goes on) or is not OpenAI's API: the table is OpenAI's retirements, and
+an Azure deployment, a proxy or a local server may serve a model of that name on its own
+schedule (warned, and goes on). OpenAI's model list may carry a `shutdown_date` of its own: a
 model the table lacks is judged by that date.
 """
 
@@ -25,7 +27,8 @@ __all__ = ["Lifecycle", "judge_lifecycle", "lifecycle_of", "lifecycles", "parse_
 
 # A dated snapshot shares its model's row: "o4-mini-2025-04-16", "gpt-4-0613".
 _SNAPSHOT = re.compile(r"(?P<model>.+?)-(?:\d{4}-\d{2}-\d{2}|(?:0[1-9]|1[0-2])\d{2})")
-_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_SERVERS_LIST = "the server's model list"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +55,8 @@ class Lifecycle:
 
 def parse_day(value: object) -> dt.date | None:
     """A YYYY-MM-DD day from data or a server, or None if it is not one."""
+    if isinstance(value, dt.datetime):  # a moment (TOML's 2026-10-23T00:00): no plain day
+        return None
     if isinstance(value, dt.date):
         return value
     if not isinstance(value, str) or not _DAY.fullmatch(value):
@@ -100,15 +105,23 @@ def lifecycle_of(model: str, server_shutdown: object = None) -> Lifecycle | None
         return table[dated.group("model")]
     day = parse_day(server_shutdown)
     if day is not None:
-        return Lifecycle(model=model, shutdown=day, source="the server's model list")
+        return Lifecycle(model=model, shutdown=day, source=_SERVERS_LIST)
     return None
 
 
 def judge_lifecycle(
-    model: str, today: dt.date, *, listed: bool, server_shutdown: object = None
+    model: str,
+    today: dt.date,
+    *,
+    listed: bool,
+    server_shutdown: object = None,
+    openai: bool = True,
 ) -> str | None:
     """The warning for a deprecated model (or one shut down that the server still lists);
-    FatalAPIError (exit 2) for one past its shutdown day that the server does not list."""
+    FatalAPIError (exit 2) for one past its shutdown day that the server does not list.
+
+    openai: the server is OpenAI's API, whose retirements the table records; elsewhere a model
+    the table says is shut down is warned about, never stopped."""
     row = lifecycle_of(model, server_shutdown)
     if row is None or row.shutdown is None:
         return None
@@ -119,6 +132,11 @@ def judge_lifecycle(
             return (
                 f"{model} was shut down on {row.shutdown}{source}, but the server still lists "
                 f"it: going on{successor}"
+            )
+        if not openai and row.source != _SERVERS_LIST:
+            return (
+                f"{model} was shut down on OpenAI's API on {row.shutdown}{source}; this server "
+                f"is not OpenAI's and may serve a model of that name: going on{successor}"
             )
         instead = f"pass --model {row.successor}" if row.successor else "pass another --model"
         raise FatalAPIError(

@@ -194,7 +194,8 @@ async def check_model(
         )
     listed = listing is not None and listing.offers(model)
     shutdown = listing.shutdown_dates.get(model) if listing is not None else None
-    warning = judge_lifecycle(model, today, listed=listed, server_shutdown=shutdown)
+    openai = is_openai_host(config.effective_base_url)
+    warning = judge_lifecycle(model, today, listed=listed, server_shutdown=shutdown, openai=openai)
     if warning:
         log.warning("%s", warning)
     return listing
