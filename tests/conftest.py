@@ -123,6 +123,26 @@ def tagger_process() -> Iterator[StartTagger]:
                 stream.close()
 
 
+# --- Ray: one local Ray for the whole session ---------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[str]:
+    """One local Ray (2 CPUs) for every test that needs one (starting one costs ~4 s, stopping
+    it ~1.5 s); its GCS address, for drivers started as processes (`--ray-address`,
+    RAY_ADDRESS). Skips the test when Ray is not installed."""
+    ray = pytest.importorskip("ray")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        if started:
+            ray.shutdown()
+
+
 # --- Read-only files and directories, also when the tests run as root (chmod does not bind
 # --- root: then `chattr +i`), undone at teardown so tmp_path can be removed.
 

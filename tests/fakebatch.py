@@ -42,7 +42,9 @@ others); lines never run count in neither, so total may exceed completed + faile
 with no line of a kind has output_file_id / error_file_id None.
 
 Flaky endpoints: `fault_http("502", "drop", match="/content")` spoils the next matching
-files/batches requests (one fault each; match against "METHOD /v1/path").
+files/batches requests (one fault each; match against "METHOD /v1/path"); with
+`retry_after_ms=N` an error status also says `retry-after-ms: N` (as a server asking to be
+tried again soon may: the SDK's own retries then wait that long instead of its backoff).
 
 What it saw: `files` (id -> FakeFile, uploads and outputs), `uploads` (uploaded files in
 order), `created` (a FakeBatch per batches.create: `.raw_lines` as uploaded, `.parsed()`,
@@ -114,7 +116,8 @@ class FakeBatches:
         self.max_bytes = 200 * 1024 * 1024
         self.shuffle_output = True
         self._fates: collections.deque[str] = collections.deque()
-        self.http_faults: list[tuple[str, str]] = []  # (match, "502" or "drop"), see fault_http
+        # (match, "502" or "drop", retry-after-ms or None), see fault_http
+        self.http_faults: list[tuple[str, str, int | None]] = []
         self.lock = threading.RLock()
 
     # --- what tests call -------------------------------------------------------------------
@@ -129,11 +132,12 @@ class FakeBatches:
         with self.lock:
             self._fates.extend(fates)
 
-    def fault_http(self, *faults: str, match: str = "") -> None:
+    def fault_http(self, *faults: str, match: str = "", retry_after_ms: int | None = None) -> None:
         """Answer the next files/batches requests whose "METHOD /path" contains match with these
-        faults, one each: an HTTP status ("502") or "drop" (the connection closes unanswered)."""
+        faults, one each: an HTTP status ("502") or "drop" (the connection closes unanswered);
+        a status with a retry-after-ms header when retry_after_ms is given."""
         with self.lock:
-            self.http_faults.extend((match, fault) for fault in faults)
+            self.http_faults.extend((match, fault, retry_after_ms) for fault in faults)
 
     def get(self, batch_id: str) -> FakeBatch:
         """The batch with this id (KeyError if none)."""

@@ -69,7 +69,10 @@ def route(store: FakeBatches, rec: Recorded) -> Reply | None:
         rec.fault = fault[1]
         if fault[1] == "drop":
             return 0, None, {}
-        return _fail(int(fault[1]), f"Injected fault on {where}.")
+        status, body, headers = _fail(int(fault[1]), f"Injected fault on {where}.")
+        if fault[2] is not None:
+            headers = {"retry-after-ms": str(fault[2])}
+        return status, body, headers
     if path == "/v1/files" or _FILE.fullmatch(path):
         return _files(store, rec, path)
     if path == "/v1/batches" or _BATCH.fullmatch(path):

@@ -268,7 +268,8 @@ def test_the_same_command_after_a_finished_job_submits_nothing(tagger_cli: Tagge
 
 def test_a_server_error_while_waiting_is_polled_through(tagger_cli: TaggerCLI):
     # A look is one request and the SDK's 3 retries: this one look fails whole, the next works.
-    tagger_cli.fake.batches.fault_http(*["503"] * 4, match="GET /v1/batches/")
+    # The server asks for them 1 ms apart (its own backoff would wait ~3 s in all).
+    tagger_cli.fake.batches.fault_http(*["503"] * 4, match="GET /v1/batches/", retry_after_ms=1)
 
     result = batch_run(tagger_cli)
 

@@ -244,6 +244,8 @@ def test_a_killed_runs_spool_folder_is_removed_by_the_next_cascade_and_nothing_e
         "elsewhere": tmp_path / f"tagger-cascade-{dead}-0badf00d-ghi",  # another machine's run
         "old form": tmp_path / f"tagger-cascade-{dead}",  # not named by a run of ours
         "not a pid": tmp_path / f"tagger-cascade-x{dead}-{here}-jkl",
+        "past any pid": tmp_path / f"tagger-cascade-{2**31}-{here}-pqr",  # os.kill would overflow
+        "pid 0": tmp_path / f"tagger-cascade-0-{here}-stu",  # kill(0) asks the process group
         "neighbour": tmp_path / f"tagger-cascade-{dead}-{here}-mno",  # another user's
     }
     for path in kept.values():

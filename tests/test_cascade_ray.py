@@ -2,14 +2,12 @@
 Ray gives a local cascade's rows and certificate, a rerun is answered by the cache, and
 --max-cost caps the whole cascade.
 
-Skipped when Ray is not installed; Ray is started once for the module (or the session's, if
-an earlier module started it).
+Skipped when Ray is not installed; the session's Ray (tests/conftest.py's `ray_cluster`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,24 +25,13 @@ CASCADE = ("--cascade", f"{CHEAP_MODEL},{STRONG_MODEL}", "--target", "0.9")
 ON_RAY = ("--ray", "--ray-actors", "2", "--concurrency", "8")
 
 
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    yield
-    if started:
-        ray.shutdown()
-
-
 def _asked(rec: Recorded) -> tuple[str, str]:
     assert rec.body is not None
     return str(rec.body.get("model")), abstract_in_request(rec) or "?"
 
 
 def test_a_cascade_on_ray_gives_the_local_cascades_rows_and_a_rerun_pays_nothing(
-    local_ray: None, llm: FakeLLM, tmp_path: Path
+    ray_cluster: str, llm: FakeLLM, tmp_path: Path
 ) -> None:
     llm.skills = {CHEAP_MODEL: CHEAP, STRONG_MODEL: STRONG}
     inputs = write_inputs(tmp_path / "in.jsonl", 150)
@@ -72,7 +59,7 @@ def test_a_cascade_on_ray_gives_the_local_cascades_rows_and_a_rerun_pays_nothing
 
 
 def test_max_cost_caps_a_cascade_on_ray_and_a_rerun_finishes_it_paying_nothing_twice(
-    local_ray: None, llm: FakeLLM, tmp_path: Path
+    ray_cluster: str, llm: FakeLLM, tmp_path: Path
 ) -> None:
     llm.skills = {CHEAP_MODEL: CHEAP, STRONG_MODEL: STRONG}
     inputs = write_inputs(tmp_path / "in.jsonl", 200)

@@ -4,6 +4,10 @@ A page's fenced blocks run in order in one scratch directory (a copy of seeds/ a
 so a later block reads what an earlier one wrote, as for a reader pasting them one by one.
 `tagger` talks to the fake server through OPENAI_BASE_URL unless the block starts its own (the
 standalone `python tests/fakeserver.py ... &`, started on a free port instead of the page's).
+A plain `tagger ...` line runs in-process (typer's CliRunner, in the scratch directory and the
+reader's environment: the same code without an interpreter's start-up each time); a line with
+anything only a shell or a process of its own does (pipes, redirection, variables, globs,
+`&&`, `--ray`) runs in bash, as do Python blocks.
 A block preceded by `<!-- not run: REASON -->` is not run (a real server, the test command
 itself, benchmarks); ```text and ```toml blocks are output and files, not commands (a ```toml
 block whose first line is `# NAME.toml` is written to NAME.toml for the blocks after it).
@@ -11,8 +15,10 @@ block whose first line is `# NAME.toml` is written to NAME.toml for the blocks a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -39,6 +45,9 @@ SETUP = ("pip install", "python3 -m venv", ". .venv/bin/activate")
 DOC_PORT = "8077"
 # The reader's own step between commands, played by the test: every row marked reviewed.
 PERSON_REVIEWS = re.compile(r'types y in the "reviewed" column of (\S+)$')
+# What only a shell does (pipes, redirection, variables, globs, lists), or a process of its own
+# (Ray, joined or started for the run): such a line runs in bash.
+NEEDS_A_SHELL = re.compile(r"[|&<>;$`*?~\\\[\]{}()]|\s--ray\b")
 
 
 @dataclass(frozen=True)
@@ -152,8 +161,30 @@ class Reader:
                     self.env[name] = value
             elif command.endswith("&"):
                 self._start(block, command.removesuffix("&").strip())
+            elif command.startswith("tagger ") and not NEEDS_A_SHELL.search(command):
+                self._tagger(block, shlex.split(command)[1:], command)
             else:
                 self._check(block, ["bash", "-c", command], command)
+
+    def _tagger(self, block: Block, args: list[str], shown: str) -> None:
+        """`tagger ARGS` in-process, in the scratch directory with exactly the reader's
+        environment (a .env it reads is forgotten after, as when its process ends)."""
+        from typer.testing import CliRunner
+
+        from tagger.cli.app import app
+
+        saved = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(self.env)
+        try:
+            with contextlib.chdir(self.workdir):
+                done = CliRunner().invoke(app, args)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        assert done.exit_code == 0, (
+            f"{block.where}: `{shown}` exited {done.exit_code}\n{done.output}\n{done.exc_info}"
+        )
 
     def _start(self, block: Block, command: str) -> None:
         process = subprocess.Popen(
@@ -253,12 +284,15 @@ HELP_EXAMPLES_ORDER = [
 ]
 
 
-def test_every_help_example_runs(fake_server: StartFake, tmp_path: Path) -> None:
+def test_every_help_example_runs(fake_server: StartFake, tmp_path: Path, ray_cluster: str) -> None:
     from tagger.cli.helpstyle import EXAMPLES
 
     assert set(EXAMPLES) <= set(HELP_EXAMPLES_ORDER), "add the new example to HELP_EXAMPLES_ORDER"
     script = "\n".join(EXAMPLES.get(step, step) for step in HELP_EXAMPLES_ORDER)
     reader = _scratch(tmp_path, fake_server)
+    # Its `--ray` example joins the session's Ray (RAY_ADDRESS, as a reader on a cluster would):
+    # starting a local one costs seconds, and docs/ray.md's example still starts its own.
+    reader.env["RAY_ADDRESS"] = ray_cluster
     try:
         reader.run(Block(Path(__file__), 0, "sh", script + "\n", None))
     finally:

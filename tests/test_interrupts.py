@@ -6,10 +6,14 @@ can tell which abstracts each (re)started run asked about.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import signal
 from pathlib import Path
 
+from tagger.cli.stopping import install_stop_handlers
+from tagger.errors import SendingStopped
+from tagger.sending.gate import SendGate
 from tests.fakeserver import FakeLLM, Recorded
 from tests.harness import SAFETY_TIMEOUT, StartTagger, run_args, run_cli, wait_until
 from tests.scalehelpers import (
@@ -46,7 +50,7 @@ def test_sigkill_at_random_moments_loses_nothing(
     previous_bytes = out.read_bytes()
     assert_rows_match(read_rows(out), previous)
 
-    inputs = write_inputs(tmp_path / "in.jsonl", 800, seed=2)
+    inputs = write_inputs(tmp_path / "in.jsonl", 400, seed=2)  # more than 3 kills commit
     args = run_args(inputs.path, out, llm.base_url, cache, "--concurrency", 32)
     cached_before: set[str] = set()
     # Each run is killed once it has committed a random number of new answers: the kill lands
@@ -105,7 +109,7 @@ def test_ctrl_c_stops_sending_writes_every_row_and_resumes(
     concurrency = 4
     out = tmp_path / "out.jsonl"
     log = tmp_path / "tagger.log"
-    inputs = write_inputs(tmp_path / "in.jsonl", 400, seed=3)
+    inputs = write_inputs(tmp_path / "in.jsonl", 60, seed=3)  # more than 3 rounds answered
     args = run_args(
         inputs.path, out, llm.base_url, tmp_path / "cache", "--concurrency", concurrency
     )
@@ -160,3 +164,57 @@ def test_ctrl_c_stops_sending_writes_every_row_and_resumes(
     assert set(asked) == set(inputs.ids) - ok
     assert all(len(recs) == 1 for recs in asked.values())
     assert read_manifest(out)["status"] == "complete"
+
+
+# -- 3. Ctrl-C in the same event-loop turn as a reply ----------------------------------------------
+
+
+class _Runner:
+    """What the stop handlers touch of a LiveRunner, over a real send gate."""
+
+    def __init__(self, gate: SendGate) -> None:
+        self.gate = gate
+        self.interrupted = False
+        self.cancelled = 0
+
+    def request_stop(self, reason: str, *, interrupted: bool = False) -> None:
+        self.gate.stop(reason)
+        self.interrupted = self.interrupted or interrupted
+
+    def cancel_inflight(self) -> None:
+        self.cancelled += 1
+
+
+def test_ctrl_c_stops_a_sender_that_a_reply_woke_in_the_same_turn() -> None:
+    # The flake this pins: a pack's reply and Ctrl-C arrive together; the sender the reply woke
+    # ran before the loop's signal callback, passed the gate and sent one more pack.
+    gate = SendGate(concurrency=2)
+    runner = _Runner(gate)
+
+    async def scenario() -> list[str]:
+        restore = install_stop_handlers(runner)  # type: ignore[arg-type]
+        try:
+            reply: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+            async def next_pack() -> str:
+                await reply  # a pack on the wire; its reply lets the next one go
+                try:
+                    async with gate.slot():
+                        return "sent"
+                except SendingStopped:
+                    return "not sent"
+
+            sender = asyncio.create_task(next_pack())
+            await asyncio.sleep(0)  # it waits for its reply
+            signal.raise_signal(signal.SIGINT)  # Ctrl-C, then the reply, in one turn
+            reply.set_result(None)
+            seen = [await sender, f"interrupted={runner.interrupted}"]
+            signal.raise_signal(signal.SIGINT)  # a second Ctrl-C: in-flight requests go now
+            while not runner.cancelled:
+                await asyncio.sleep(0)
+            return seen
+        finally:
+            restore()
+
+    assert asyncio.run(scenario()) == ["not sent", "interrupted=True"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handed back

@@ -1,8 +1,8 @@
 """tagger on a local Ray (2 CPUs) against the fake server: the same rows as a local run, one
 rate limit and one spend cap for all actors, and resumes that pay nothing twice.
 
-One Ray is started for all of these tests (starting one costs seconds); they are skipped
-when Ray is not installed (`pip install -e '.[ray]'`).
+One Ray is started for the session (tests/conftest.py's `ray_cluster`, starting one costs
+seconds); they are skipped when Ray is not installed (`pip install -e '.[ray]'`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,17 +34,6 @@ from tests.scalehelpers import Inputs, cached_ids, read_rows, requests_by_id, wr
 pytestmark = pytest.mark.ray
 ACTORS = 2
 CONCURRENCY = 8  # per actor
-
-
-@pytest.fixture(scope="session")
-def ray_cluster() -> Iterator[str]:
-    """One local Ray for the session; its address, for drivers started as processes."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    try:
-        yield ray.get_runtime_context().gcs_address
-    finally:
-        ray.shutdown()
 
 
 def _config(url: str, cache: Path, **options: Any) -> RunConfig:
@@ -171,7 +159,7 @@ def test_a_per_second_limit_holds_for_the_actors_together_with_no_429(
     fake = fake_server()
     per_minute = 1200  # enforced as 20 in any sliding second
     fake.rpm_limit, fake.rate_window, fake.per_second = per_minute, 60.0, True
-    inputs = write_inputs(tmp_path / "in.jsonl", 100)
+    inputs = write_inputs(tmp_path / "in.jsonl", 60)  # three seconds' worth
     out = tmp_path / "out.jsonl"
     # The driver in a process of its own: in this one it would share the fake's interpreter
     # lock, and a stall of the fake's thread makes requests that left evenly arrive bunched.

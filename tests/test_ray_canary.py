@@ -79,24 +79,9 @@ def test_a_refusal_that_cannot_be_fixed_stops_before_ray_is_joined(
     assert not [p for p in (tmp_path / "out.jsonl.parts").glob("*") if p.is_file()]
 
 
-@pytest.fixture(scope="module")
-def local_ray() -> Any:
-    """A local Ray for this module, or the one tests/test_ray.py's session already started."""
-    ray = pytest.importorskip("ray")
-    if ray.is_initialized():
-        yield ray
-        return
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
-
-
 @pytest.mark.ray
 def test_on_ray_the_canary_teaches_every_actor_and_counts_like_any_request(
-    local_ray: Any, fake_server: StartFake, tmp_path: Path
+    ray_cluster: str, fake_server: StartFake, tmp_path: Path
 ) -> None:
     from tagger.ray.job import RayRun, run_on_ray
 
@@ -245,7 +230,7 @@ def test_junk_in_the_canarys_answer_is_not_kept_and_not_believed(
 
 @pytest.mark.ray
 def test_a_driver_killed_mid_canary_leaves_nothing_and_the_rerun_finishes(
-    local_ray: Any, fake_server: StartFake, tmp_path: Path
+    ray_cluster: str, fake_server: StartFake, tmp_path: Path
 ) -> None:
     import signal
 
@@ -256,7 +241,7 @@ def test_a_driver_killed_mid_canary_leaves_nothing_and_the_rerun_finishes(
     fake.hold()
     inputs = _seeds_jsonl(tmp_path, 20)
     out, cache, log = tmp_path / "out.jsonl", tmp_path / "cache", tmp_path / "run.log"
-    address = local_ray.get_runtime_context().gcs_address
+    address = ray_cluster
     args = run_args(inputs, out, fake.base_url, cache, "--model", "acme-reasoner", "--ray",
                     "--ray-address", address, "--ray-actors", 2)  # fmt: skip
     proc = popen(args, tmp_path, log)

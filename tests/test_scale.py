@@ -65,7 +65,7 @@ def _assert_retries_honour_the_window(history: list[Recorded], inputs: Inputs) -
 
 def test_rpm_at_the_true_limit_never_outpaces_it(tmp_path: Path, llm: FakeLLM) -> None:
     _rate_limited(llm)
-    inputs = write_inputs(tmp_path / "in.jsonl", 120)
+    inputs = write_inputs(tmp_path / "in.jsonl", 2 * RATE_LIMIT)  # two windows' worth
     result, out = _run(tmp_path, inputs, llm, "--rpm", PER_MINUTE, "--concurrency", 16)
     log = result.stdout.decode(errors="replace")
 

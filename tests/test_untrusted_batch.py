@@ -92,7 +92,8 @@ def _built_not_uploaded(cli: TaggerCLI) -> tuple[Path, Path, Path, Path]:
     secret.parent.mkdir(parents=True)
     secret.write_text("-----BEGIN OPENSSH PRIVATE KEY----- not for any server\n")
     small = cli.small_input(3)
-    cli.fake.batches.fault_http("502", "502", "502", "502", match="/v1/files")
+    # The upload and the SDK's 3 retries fail, the server asking for them 1 ms apart.
+    cli.fake.batches.fault_http("502", "502", "502", "502", match="/v1/files", retry_after_ms=1)
     failed = cli.run(*FAST, inputs=[small])
     assert failed.exit_code != 0, failed.output
     [job] = _jobs(cli)

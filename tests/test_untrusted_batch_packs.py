@@ -262,7 +262,9 @@ def test_a_planted_order_before_upload_is_refused_with_its_input_file(
 ) -> None:
     assert tagger_cli.fake.batches is not None
     small = tagger_cli.small_input(20)
-    tagger_cli.fake.batches.fault_http("502", "502", "502", "502", match="/v1/files")
+    # The upload and the SDK's 3 retries fail, the server asking for them 1 ms apart.
+    tagger_cli.fake.batches.fault_http("502", "502", "502", "502", match="/v1/files",
+                                       retry_after_ms=1)  # fmt: skip
     failed = tagger_cli.run(*FAST, *PACK, inputs=[small])
     assert failed.exit_code != 0, failed.output
     (job,) = (tagger_cli.cache_dir / "batches").glob("*.json")

@@ -35,21 +35,29 @@ def fewer_gc_pauses() -> Iterator[None]:
 
 
 def install_stop_handlers(runner: LiveRunner) -> Callable[[], None]:
-    """Ctrl-C / SIGTERM: stop sending, let in-flight requests finish briefly, write what is done."""
+    """Ctrl-C / SIGTERM: stop sending, let in-flight requests finish briefly, write what is done.
+
+    The stop happens in the signal's own handler, run by Python in the main thread at once,
+    not as an event-loop callback: the loop runs that one a turn or more later, after the
+    senders that replies woke meanwhile, and each of them would send one more request.
+    """
     loop = asyncio.get_running_loop()
 
-    def on_signal(signum: int) -> None:
-        if runner.interrupted:
-            runner.cancel_inflight()  # a second Ctrl-C: do not wait any longer
+    def on_signal(signum: int, frame: object) -> None:
+        # Only what is safe between any two lines of the run: flags now, the rest on the loop.
+        if runner.interrupted:  # a second Ctrl-C: do not wait any longer
+            loop.call_soon_threadsafe(runner.cancel_inflight)
             return
         name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
         runner.request_stop(f"interrupted ({name})", interrupted=True)
-        loop.call_later(STOP_GRACE_SECONDS, runner.cancel_inflight)
+        loop.call_soon_threadsafe(loop.call_later, STOP_GRACE_SECONDS, runner.cancel_inflight)
 
     installed = []
     for signum in (signal.SIGINT, signal.SIGTERM):
         try:
-            loop.add_signal_handler(signum, on_signal, signum)
+            # The loop's handler (none) only wakes the loop when another thread took the signal.
+            loop.add_signal_handler(signum, _wake)
+            signal.signal(signum, on_signal)
             installed.append(signum)
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread; Windows
             pass
@@ -59,6 +67,10 @@ def install_stop_handlers(runner: LiveRunner) -> Callable[[], None]:
             loop.remove_signal_handler(signum)
 
     return restore
+
+
+def _wake() -> None:
+    """Nothing: the signal was handled in its handler; waking the loop was the point."""
 
 
 def take_over(runner: LiveRunner) -> Callable[[], None]:
