@@ -33,6 +33,18 @@ _ENV_NAMES = (
 
 
 @pytest.fixture(autouse=True)
+def outside_the_checkout(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Every test starts in an empty folder of its own, without the OPENAI_*/TAGGER_* variables
+    of the shell that runs the suite: a `.env`, a `cache/` or settings the developer keeps in the
+    checkout or the shell are never read, written or sent to by a test that names none."""
+    for name in [n for n in os.environ if n.startswith(("OPENAI_", "TAGGER_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))  # beside tmp_path, which tests list
+
+
+@pytest.fixture(autouse=True)
 def user_cache_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """The user's cache directory (platformdirs reads XDG_CACHE_HOME), one per test: a run
     outside any project caches there, never in the real home, and no test sees another's."""
