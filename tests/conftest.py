@@ -9,6 +9,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -156,8 +157,9 @@ def pytest_configure(config: pytest.Config) -> None:
     - a token of this run's own (RAY_AUTH_TOKEN): a local Ray writes none into ~/.ray, and a
       cluster of the user's would refuse it."""
     wanted: dict[str, str | None] = {
-        # Short: Ray's socket paths under it must stay within the 107 bytes a Unix socket takes.
-        "RAY_TMPDIR": tempfile.mkdtemp(prefix="tgr-ray-"),
+        # Short: Ray's socket paths under it must stay within the 107 bytes a Unix socket takes
+        # (so /tmp on macOS, as Ray's own default, not its long per-user TMPDIR).
+        "RAY_TMPDIR": tempfile.mkdtemp(prefix="tgr-ray-", dir=_SHORT_TMP.get(sys.platform)),
         "RAY_ADDRESS": "local",
         "RAY_AUTH_TOKEN": secrets.token_hex(32),
         "RAY_AUTH_TOKEN_PATH": None,
@@ -182,6 +184,7 @@ def _set_env(values: dict[str, str | None]) -> None:
 
 
 _RAY_ENV = pytest.StashKey[dict[str, str | None]]()
+_SHORT_TMP = {"darwin": "/tmp"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
