@@ -174,6 +174,7 @@ def cli_run(
             manifest = json.loads((Path(tmp) / "out.manifest.json").read_text())
             print("\n".join(worker_report(logs)), flush=True)
             print(after_the_wire(logs, trace, per_minute // 60), flush=True)
+            print("\n".join(stages(logs, trace, per_minute // 60)), flush=True)
     finally:
         for loop in loops:
             loop.kill()
@@ -273,6 +274,67 @@ def after_the_wire(logs: Path, trace: Path, cap: int) -> str:
         f"{delays[-1] * 1000:.1f} ms; {cap + 1} in a row shrank by up to "
         f"{shrink[-1] * 1000:.1f} ms (99th percentile {shrink[int(0.99 * len(shrink))] * 1000:.1f})"
     )
+
+
+STAGES = ("due", "woke", "hook", "wire", "written", "arrived", "limited_at")
+_MARKER = re.compile(r"Study number (\d+)")
+
+
+def stages(logs: Path, trace: Path, cap: int) -> list[str]:
+    """Each request attempt stage by stage (bench/raytrace: the actors' side, the fake's trace:
+    its side), joined by abstract: each stage's delay after the one before it, and the most
+    attempts in any one second at each stage (where runs of `cap + 1` first appear)."""
+    sent: dict[int, list[dict[str, float]]] = {}
+    for path in logs.glob("*.stages"):
+        for line in path.read_text().splitlines():
+            attempt = json.loads(line)
+            if attempt.get("marker") is not None:
+                sent.setdefault(attempt["marker"], []).append(attempt)
+    for attempts in sent.values():
+        attempts.sort(key=lambda a: a.get("wire", a.get("done", 0.0)))
+    rows = []
+    taken: dict[int, int] = {}
+    for line in trace.read_text().splitlines():
+        record = json.loads(line) if line else {}
+        found = _MARKER.search(record.get("note", ""))
+        if not found:
+            continue
+        marker = int(found.group(1))
+        index = taken[marker] = taken.get(marker, -1) + 1
+        attempts = sent.get(marker, [])
+        rows.append({**(attempts[index] if index < len(attempts) else {}), **record})
+    complete = [r for r in rows if all(r.get(stage) for stage in STAGES)]
+    nices = sorted({a.get("nice") for attempts in sent.values() for a in attempts}, key=str)
+    out = [
+        f"  stages: {len(rows)} attempts at the fake, {len(complete)} traced end to end "
+        f"(the actors' niceness: {nices})"
+    ]
+    for before, after in itertools.pairwise(STAGES):
+        delays = sorted(r[after] - r[before] for r in complete)
+        if delays:
+            pick = [delays[int(q * (len(delays) - 1))] * 1000 for q in (0.5, 0.9, 0.99)]
+            out.append(
+                f"    {before:>8} -> {after:<10} median {pick[0]:6.1f}  p90 {pick[1]:6.1f}  "
+                f"p99 {pick[2]:6.1f}  max {delays[-1] * 1000:6.1f} ms"
+            )
+    most = ", ".join(f"{s} {most_in_a_second([r[s] for r in complete])}" for s in STAGES)
+    out.append(f"    most in any one second at each stage: {most}")
+    refused = [r for r in complete if r.get("status") == 429]
+    for stage in STAGES:
+        runs = sum(1 for r in refused if _crowded(complete, r, stage, cap))
+        out.append(
+            f"    429s whose second was already over {cap} at {stage}: {runs}/{len(refused)}"
+        )
+    return out
+
+
+def _crowded(rows: list[dict[str, float]], refused: dict[str, float], stage: str, cap: int) -> bool:
+    """Whether, at `stage`, the admitted requests the fake judged in the second before a
+    refused one were already more than `cap` with it within one second."""
+    at = refused["limited_at"]
+    group = [r for r in rows if r.get("status") != 429 and at - 1.0 < r["limited_at"] <= at]
+    times = sorted([r[stage] for r in group] + [refused[stage]])
+    return len(times) > cap and times[-1] - times[0] < 1.0
 
 
 def idle_gaps(trace: Path, per_minute: int) -> str:

@@ -56,7 +56,8 @@ async def _woken_late() -> None:
     def written() -> None:  # what the HTTP client's request hook does
         mark = ON_WIRE.get()
         assert mark is not None
-        mark()
+        mark(False)
+        mark(True)
 
     class Told(AsyncLimiter):
         def __init__(self, limits: Limits) -> None:
@@ -93,11 +94,13 @@ def test_a_request_written_past_what_the_limiter_allows_for_is_held_back_unsent(
     gate._paced = True
     booked = time.time() - UNSURE_SECONDS - 1.0
     with pytest.raises(WrittenTooLate) as caught:
-        gate._left(booked, 0)
+        gate._left(booked, 0, False)
     assert gate._pending.unused == (booked,) and gate._pending.sent == ()
     assert is_transient(caught.value)
     on_time = time.time()
-    gate._left(on_time, 0)
+    gate._left(on_time, 0, False)
+    assert gate._pending.sent == ()  # about to be written: told once it is
+    gate._left(on_time, 0, True)
     assert gate._pending.sent[0][0] == on_time
 
 
