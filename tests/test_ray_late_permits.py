@@ -121,3 +121,28 @@ def test_a_node_whose_clock_is_off_sets_it_by_the_limiter_s() -> None:
     asked = time.monotonic()
     slow.heard(time.time() + 1.0 - 0.5, asked, asked + 2.0)  # read at the middle, 0.5 s off
     assert slow.now() - time.time() == pytest.approx(0.0, abs=0.001)
+
+
+@pytest.mark.parametrize("absurd", [float("nan"), float("inf"), -1e9, 1e18, 3600.0, -0.5], ids=str)
+def test_an_absurd_send_time_from_a_worker_neither_stalls_nor_bursts_the_cluster(
+    absurd: float,
+) -> None:
+    # One worker says its request went at an absurd time (NaN, infinite, long before its
+    # permit, far in the future): the limiter keeps its pace, and no second holds more than
+    # its share of what was granted.
+    clock = Clock()
+    limiter = ClusterLimiter(rpm=600, tpm=None, budget=None, clock=clock)
+    granted: list[float] = []
+    told = Report()
+    while clock.now < 120.0:
+        grant = limiter.grant(want=4, tokens=0, report=told)
+        granted += grant.times
+        went = absurd if absurd < 0 or absurd != absurd else None
+        told = Report(
+            sent=tuple((at, (at + absurd) if went is None else absurd) for at in grant.times[:1])
+            + tuple((at, at) for at in grant.times[1:])
+        )
+        clock.now += 0.1
+    assert _most_in_any_second(granted) <= 10
+    assert len(granted) >= 0.9 * 10 * 20 * 0.97 * 0.95  # the pace is kept: not stalled
+    assert len(limiter._requests._recent) <= 40  # what it counts is what can fall in a window

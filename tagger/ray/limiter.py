@@ -26,7 +26,7 @@ from tagger.ray.messages import (
     add_counters,
 )
 from tagger.sending.gate import MAX_PAUSE_SECONDS
-from tagger.sending.pacing import Pacer
+from tagger.sending.pacing import WINDOW_SECONDS, Pacer
 from tagger.sending.spendguard import SpendGuard
 from tagger.usage import NO_USAGE, Usage
 
@@ -41,6 +41,11 @@ LATE_USE_SECONDS = 0.5
 # did: until then the permit counts against every window it may fall in. Later than this, the
 # HTTP client does not write it (tagger.errors.WrittenTooLate): it is asked again.
 UNSURE_SECONDS = 2.0
+# A worker's report that a request went later than this after its permit's time is not
+# believed (its permit stays counted as unsure until it expires): no request is written that
+# late (see above), and one absurd time (far future, infinite, NaN) would keep a window full
+# for ever.
+LATEST_REPORTED_SECONDS = UNSURE_SECONDS + WINDOW_SECONDS
 # How a stop for a lost limiter begins (the rows say it; the rerun finishes them).
 LIMITER_LOST = "the run's rate limiter is gone"
 MAX_PERMITS_PER_GRANT = 64
@@ -176,6 +181,8 @@ class ClusterLimiter:
         if report.charge_tokens > 0:
             self._tokens.charge(report.charge_tokens, self._clock())
         for booked, went in report.sent:
+            if not booked <= went <= booked + LATEST_REPORTED_SECONDS:  # NaN too: kept unsure
+                continue
             self._requests.sent_at(booked, went)
             self._tokens.sent_at(booked, went)
         for booked in report.unused:
