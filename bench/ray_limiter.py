@@ -41,6 +41,7 @@ from tagger.config import ClientConfig, Mode, RunConfig
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.ray.actors import Limits, RayLink, start_limiter
+from tagger.ray.cluster import local_system_config
 from tagger.ray.gate import ClusterGate
 from tagger.ray.messages import Report
 from tagger.sending.client import AttemptBudget, LLMClient
@@ -355,7 +356,13 @@ def simulated(args: argparse.Namespace) -> None:
     """The simulated actors in this process, then the limiter's own capacity."""
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level="ERROR",
+        _system_config=local_system_config(None, os.environ),  # as `tagger run --ray`'s Ray
+    )
     print(f"limit {args.limit}/min enforced per second ({args.limit // 60}/s); "
           f"{args.seconds:g} s per row")  # fmt: skip
     for actors in (int(n) for n in args.actors.split(",") if n):
