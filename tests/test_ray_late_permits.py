@@ -146,3 +146,25 @@ def test_an_absurd_send_time_from_a_worker_neither_stalls_nor_bursts_the_cluster
     assert _most_in_any_second(granted) <= 10
     assert len(granted) >= 0.9 * 10 * 20 * 0.97 * 0.95  # the pace is kept: not stalled
     assert len(limiter._requests._recent) <= 40  # what it counts is what can fall in a window
+
+
+def test_a_step_of_the_wall_clock_moves_neither_the_limiter_s_clock_nor_a_worker_s_permits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # NTP steps the wall clock 10 s forward mid-run: read as is, the limiter would forget the
+    # last second's sends and grant a burst beside the permits workers hold; backward, it would
+    # stall for 10 s. Its clock is the wall clock when it started, advanced by the monotonic
+    # clock; a worker on the stepped node sees its wall clock provably off the limiter's and
+    # uses the offset its grants' round trips measured.
+    from tagger.ray import clock as clocks
+
+    limiter_now = clocks.steady_wall_clock()
+    worker = LimiterClock()
+    asked = time.monotonic()
+    worker.heard(limiter_now(), asked, asked + 0.002)
+    before = worker.now() - limiter_now()
+    real_time = time.time
+    for step in (10.0, -10.0):
+        monkeypatch.setattr(clocks.time, "time", lambda step=step: real_time() + step)
+        assert abs(limiter_now() - real_time()) < 0.05  # the limiter's clock did not step
+        assert abs(worker.now() - limiter_now() - before) < 0.05  # nor the worker's reading

@@ -10,11 +10,11 @@ actor; tests drive it directly.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 
 from tagger.errors import BudgetExceeded
 from tagger.ray.budget import WorkerHolds
+from tagger.ray.clock import steady_wall_clock
 from tagger.ray.messages import (
     MAX_WORKERS_COUNTED,
     ClusterState,
@@ -60,7 +60,7 @@ class ClusterLimiter:
         tpm: int | None,
         budget: SpendGuard | None,
         cost_of: Callable[[Usage], float | None] | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         lease: float = math.inf,
     ) -> None:
         """`lease`: seconds a worker holding permits may go unheard before it is taken for
@@ -71,7 +71,7 @@ class ClusterLimiter:
         self._budget_cap = budget
         self._holds = WorkerHolds(budget, lease) if budget is not None else None
         self._cost_of = cost_of
-        self._clock = clock
+        self._clock = clock or steady_wall_clock()  # the limiter's clock (tagger.ray.clock)
         self._resume_at = -math.inf
         self._version = 0
         self._stopped: str | None = None
