@@ -172,6 +172,7 @@ def cli_run(
                 wall = time.perf_counter() - began
                 counts = server_stats(proc)
             gaps = idle_gaps(trace, per_minute)
+            trace_times = answered_times(trace)
             manifest = json.loads((Path(tmp) / "out.manifest.json").read_text())
             print("\n".join(worker_report(logs)), flush=True)
             print(after_the_wire(logs, trace, per_minute // 60), flush=True)
@@ -186,10 +187,12 @@ def cli_run(
     span = float(counts.get("answered_span", 0.0))  # type: ignore[arg-type]
     used = (ok - 1) / (span * per_minute / 60) if span else 0.0
     version = "" if code is None else f" [{code.name}]"
+    actors_used = actors_share(trace_times, per_minute)
     version += "" if nice is None else f" (the fake at nice {nice})"
     return (
         f"tagger run --ray{version}, {actors} actors x {concurrency}, {busy} busy loops: exit "
         f"{done.returncode}, {ok} answered, {limited} x 429, limit used {used:6.1%} "
+        f"(from the actors' first request: {actors_used:6.1%}) "
         f"({wall:.1f} s whole command); {gaps}; permits {manifest.get('permits')}"
     )
 
@@ -336,6 +339,21 @@ def _crowded(rows: list[dict[str, float]], refused: dict[str, float], stage: str
     group = [r for r in rows if r.get("status") != 429 and at - 1.0 < r["limited_at"] <= at]
     times = sorted([r[stage] for r in group] + [refused[stage]])
     return len(times) > cap and times[-1] - times[0] < 1.0
+
+
+def answered_times(trace: Path) -> list[float]:
+    """When the fake judged each request it answered, in order."""
+    records = [json.loads(line) for line in trace.read_text().splitlines() if line]
+    return sorted(r["limited_at"] for r in records if r.get("status") == 200)
+
+
+def actors_share(times: list[float], per_minute: int) -> float:
+    """The share of the limit used from the actors' first answered request to the last: the
+    driver's canary (the first request, sent before Ray is joined) and Ray's start-up after
+    it left out."""
+    actors = times[1:]
+    span = actors[-1] - actors[0] if len(actors) > 1 else 0.0
+    return (len(actors) - 1) / (span * per_minute / 60) if span else 0.0
 
 
 def idle_gaps(trace: Path, per_minute: int) -> str:
