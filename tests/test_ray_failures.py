@@ -91,6 +91,7 @@ def test_a_ray_tagger_starts_runs_its_workers_at_the_default_niceness() -> None:
     assert cluster.local_system_config(None, {}) == {"worker_niceness": 0}
     assert cluster.local_system_config("auto", {}) == {}  # a cluster joined: its own settings
     assert cluster.local_system_config(None, {"RAY_ADDRESS": "10.0.0.1:6379"}) == {}
+    assert cluster.local_system_config(None, {"RAY_ADDRESS": "local"}) == {"worker_niceness": 0}
     assert cluster.local_system_config(None, {"RAY_worker_niceness": "15"}) == {}  # the user's
 
 

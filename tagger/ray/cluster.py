@@ -60,7 +60,8 @@ def connect(address: str | None) -> None:
 def local_system_config(address: str | None, environ: Mapping[str, str]) -> dict[str, int]:
     """Ray's settings for a Ray that tagger starts (none for a cluster it joins, nor where the
     user chose the workers' niceness): its workers at the default niceness."""
-    if address is not None or environ.get("RAY_ADDRESS") or _NICENESS_VARIABLE in environ:
+    joins = environ.get("RAY_ADDRESS", "") not in ("", "local")  # "local": start one
+    if address is not None or joins or _NICENESS_VARIABLE in environ:
         return {}
     return {"worker_niceness": WORKER_NICENESS}
 
