@@ -91,3 +91,30 @@ async def _real(server: FakeLLM, http: HttpBackend) -> None:
         await sdk.close()
     assert [written for written, _ in marks] == [False, True]
     assert marks[0][1] == 0  # told before the server could have seen a byte of it
+
+
+def test_a_request_held_back_at_its_first_byte_never_reaches_the_server(fake_llm: FakeLLM) -> None:
+    asyncio.run(_held_back(fake_llm))
+
+
+async def _held_back(server: FakeLLM) -> None:
+    from tagger.sending.connection import never_sent
+    from tagger.sending.server_faults import is_transient
+
+    def too_late(written: bool) -> None:
+        if not written:
+            raise WrittenTooLate
+
+    sdk = open_sdk(ClientConfig(base_url=server.base_url, api_key="sk-test"))  # type: ignore[arg-type]
+    messages = [{"role": "user", "content": "hello"}]
+    try:
+        ON_WIRE.set(too_late)
+        with pytest.raises(Exception) as caught:
+            await sdk.chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+        assert never_sent(caught.value) and is_transient(caught.value)  # asked again
+        assert server.chats() == []
+        ON_WIRE.set(None)
+        await sdk.chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+        assert len(server.chats()) == 1  # the client is none the worse
+    finally:
+        await sdk.close()
