@@ -15,9 +15,14 @@ answered request), and the limiter's own cost: grant calls a second and their me
 Then `tagger run --ray` itself (`--cli-actors`, `''` for none) against a fake enforcing
 `--cli-limit` per minute over every sliding second, quiet and with `--busy` busy loops beside it
 (`--loaded-only`: only loaded; `--actors ''` skips the simulated ones). Besides 429s and the
-limit used, it prints where the actors' time went, from tagger.ray's debug lines (written to a
-file per process by bench/raytrace/sitecustomize.py): grant round trips, permits given back
-unused, and the gaps in what the server received.
+limit used (over the whole span, and from the actors' first request: the driver's canary and
+Ray's start-up left out), it prints where the actors' time went, from tagger.ray's debug lines
+and a trace of every request stage by stage (written to files per process by
+bench/raytrace/sitecustomize.py, joined with the fake's trace): grant round trips, permits
+given back unused, each stage's delay (permit due, woken, request hook, socket, the fake's
+read and its judging), the most requests in any second at each stage, and the gaps in what
+the server received. `RAY_worker_niceness=15` in the environment runs the actors at Ray's
+own niceness (what `--ray` did before tagger set 0).
 """
 
 from __future__ import annotations
