@@ -129,6 +129,16 @@ class RequestEstimator:
         ).limited_by(limit)
 
 
+    def least_worst(self) -> RequestEstimate:
+        """The least any request of the run can be billed at its worst (the spend guard's
+        `least`): only the part every request shares, in the mode that sends the least, and
+        one abstract's token limit (a pack's, a cut-off retry's are larger)."""
+        prompt = min(self.fixed_tokens(mode) for mode in Mode)
+        sent = self.rules.body_params(self.plan.prompt.params)
+        limit = sent.get("max_completion_tokens", sent.get("max_tokens"))
+        return RequestEstimate(prompt_tokens=prompt, completion_tokens=0).limited_by(limit)
+
+
 class RunEstimate:
     """The expected usage of a run's requests, added up: the first pays its prompt in full
     (on a model billing cache writes, it writes the shared part at the write price).

@@ -14,6 +14,7 @@ from tagger.errors import (
     BudgetExceeded,
     CacheWriteError,
     FatalAPIError,
+    OverCap,
     SendingStopped,
     TaggerError,
     UsageError,
@@ -225,7 +226,9 @@ class LiveRunner:
         if task.cancelled():
             return
         exc = task.exception()
-        if isinstance(exc, SendingStopped):
+        if isinstance(exc, OverCap):  # this abstract's request alone: the others go on
+            self.stats.over_cap += 1
+        elif isinstance(exc, SendingStopped):
             self.request_stop(str(exc), limit=isinstance(exc, BudgetExceeded))
         elif isinstance(exc, FatalAPIError | UsageError) and self.fatal is None:
             self.fatal = exc
@@ -297,6 +300,9 @@ class LiveRunner:
         if future.cancelled():
             return self._not_run(self.stop_reason or "cancelled")
         exc = future.exception()
+        if isinstance(exc, OverCap):
+            advice = stop_advice(limit=True, fatal=False, cached=self.cache is not None)
+            return Outcome.not_run(exc, advice)
         if isinstance(exc, SendingStopped):
             return self._not_run(exc)
         if isinstance(exc, TaggerError):  # its message is written for the user: no class name

@@ -1,0 +1,113 @@
+"""--max-cost near its end: a request too dear for what is left is skipped alone, the run goes
+on with those that fit, and the words say what happened (the cap is "reached" only when
+nothing is left of it).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tagger.errors import BudgetExceeded, OverCap
+from tagger.sending.spendguard import SpendGuard
+from tagger.usage import RequestEstimate, Usage
+from tests.harness import TaggerCLI
+
+
+def _cost(used: Usage) -> float:  # $1 per 1,000 prompt tokens, $2 per 1,000 output tokens
+    return (used.prompt_tokens + 2 * used.completion_tokens) / 1000
+
+
+LEAST = RequestEstimate(prompt_tokens=100, completion_tokens=0, completion_limit=100)  # $0.30
+
+
+def test_a_request_too_dear_alone_is_skipped_while_the_least_still_fits() -> None:
+    guard = SpendGuard(None, 1.0, _cost, least=LEAST)
+    dear = RequestEstimate(prompt_tokens=900, completion_tokens=10, completion_limit=100)
+    with pytest.raises(OverCap) as refused:  # $1.10 at its worst, even with nothing in flight
+        guard.try_reserve(dear)
+    assert str(refused.value) == (
+        "--max-cost $1 would be exceeded by this request: its worst case $1.1000 > $1.0000 "
+        "left of the cap"
+    )
+    assert guard.try_reserve(LEAST)  # a smaller one still goes
+    guard.settle(LEAST, Usage(100, 350))  # it cost $0.80: $0.20 left, under the least
+    with pytest.raises(BudgetExceeded) as stop:
+        guard.try_reserve(LEAST)
+    assert not isinstance(stop.value, OverCap)  # nothing fits any more: the run stops
+    assert str(stop.value) == (
+        "--max-cost $1 would be exceeded by any further request: $0.2000 left, less than the "
+        "least one can cost at its worst ($0.3000)"
+    )
+    assert guard.refused == 2
+
+
+def test_without_a_least_the_refusal_stops_and_says_the_next_request() -> None:
+    guard = SpendGuard(None, 0.002, _cost)  # a cluster's guard: all permits alike
+    with pytest.raises(BudgetExceeded) as stop:
+        guard.try_reserve(LEAST)
+    assert not isinstance(stop.value, OverCap)
+    assert "by the next request: its worst case $0.3000 > $0.002 left" in str(stop.value)
+
+
+@pytest.mark.parametrize("cap", [0.0, float("nan")])
+def test_a_cap_with_nothing_left_is_reached(cap: float) -> None:
+    guard = SpendGuard(None, cap, _cost, least=LEAST)
+    with pytest.raises(BudgetExceeded) as stop:
+        guard.try_reserve(LEAST)
+    assert not isinstance(stop.value, OverCap)
+    assert str(stop.value) == f"--max-cost ${cap:g} reached"
+
+
+def _priced(tmp_path: Path) -> Path:
+    path = tmp_path / "prices.toml"
+    path.write_text('[models."gpt-4o-mini"]\ninput = 100.0\noutput = 100.0\n', encoding="utf-8")
+    return path
+
+
+def test_a_run_goes_on_past_an_abstract_too_dear_for_the_cap(
+    tagger_cli: TaggerCLI, tmp_path: Path
+) -> None:
+    # At $100 per million tokens a seed-like request (~1,700 prompt tokens, 400 out at most) is
+    # held at ~$0.21 and billed ~$0.18; the long abstract's ~10,000 more tokens hold ~$1.2,
+    # over the $1 cap with nothing spent: it alone is not sent, the three short ones are.
+    long = "A study of long inputs. " * 1700
+    records = [{"id": "long", "abstract": long}] + [
+        {"id": f"s{n}", "abstract": f"Short abstract {n} on graph neural networks for molecules."}
+        for n in range(3)
+    ]
+    inputs = tagger_cli.write_jsonl("in.jsonl", records)
+    result = tagger_cli.run(
+        "--model", "gpt-4o-mini", "--prices", _priced(tmp_path), "--max-cost", 1,
+        inputs=[inputs],
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    rows = {row["id"]: row for row in tagger_cli.rows()}
+    assert [rows[f"s{n}"]["status"] for n in range(3)] == ["ok"] * 3
+    error = rows["long"]["error"]
+    assert error.startswith("not run: --max-cost $1 would be exceeded by this request")
+    assert "left of the cap; raise the limit (or drop it) and rerun to finish" in error
+    manifest = tagger_cli.manifest()
+    assert manifest["status"] == "stopped" and manifest["over_cap"] == 1
+    assert manifest["stop_reason"] is None and manifest["estimated_cost_usd"] <= 1
+    assert not tagger_cli.chats_for("A study of long inputs."), "the dear one was sent"
+    assert "over the cap" in result.output and "reached" not in result.output
+
+
+def test_a_cap_under_any_request_stops_with_words_that_are_true(
+    tagger_cli: TaggerCLI, tmp_path: Path
+) -> None:
+    result = tagger_cli.run(
+        "--model", "gpt-4o-mini", "--prices", _priced(tmp_path), "--max-cost", 0.1,
+        inputs=[tagger_cli.small_input(2)],
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    manifest = tagger_cli.manifest()
+    assert manifest["stop_reason"].startswith(
+        "--max-cost $0.1 would be exceeded by any further request: $0.1000 left, less than"
+    )
+    assert manifest["requests"] == 0 and not tagger_cli.chats()
+    assert all(row["error"].startswith("not run: --max-cost") for row in tagger_cli.rows())
+    assert json.dumps(manifest).count("reached") == 0
