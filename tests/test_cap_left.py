@@ -111,3 +111,41 @@ def test_a_cap_under_any_request_stops_with_words_that_are_true(
     assert manifest["requests"] == 0 and not tagger_cli.chats()
     assert all(row["error"].startswith("not run: --max-cost") for row in tagger_cli.rows())
     assert json.dumps(manifest).count("reached") == 0
+
+
+def test_batch_rounds_take_what_fits_and_the_rest_as_bills_replace_holds() -> None:
+    from tagger.pipeline.capfit import MAX_ROUNDS, batch_rounds, unheld_live_cap
+
+    # Lines expected at $1, held at $5: $20 takes 4, then 3 ($16 left), 2 ($13), 1 ($11).
+    assert batch_rounds(10, 1.0, 5.0, 20.0) == 4
+    assert batch_rounds(10, 1.0, 5.0, 50.0) == 1  # every line's worst fits at once
+    assert batch_rounds(10, 1.0, 5.0, 50.0, spent=0.5) == 2  # the canary's bill first
+    assert batch_rounds(3, 1.0, 5.0, 4.9) is None  # no line ever fits
+    assert batch_rounds(10, 1.0, 5.0, 9.0) is None  # the bills leave no room for the last
+    assert batch_rounds(10, 1.0, 5.0, float("nan")) is None
+    assert batch_rounds(10, 1.0, 5.0, float("inf")) == 1
+    assert batch_rounds(0, 1.0, 5.0, 1.0) == 0
+    assert batch_rounds(10**6, 1.0, 1.0000001, 10**6 + 1.0) == 1
+    assert batch_rounds(10**9, 0.0, 1.0, 1.5) is None  # one a round: more than MAX_ROUNDS
+    assert MAX_ROUNDS < 10**9
+    assert unheld_live_cap(1.0, 0.5, 8) == 5.0 and unheld_live_cap(1.0, 0.5, -1) == 1.0
+
+
+def test_a_live_run_at_the_dry_runs_unheld_cap_is_refused_nothing(tagger_cli: TaggerCLI) -> None:
+    import tagger
+
+    args = {"model": "gpt-6-luna", "api_key": "sk-x", "base_url": tagger_cli.fake.base_url}
+    inputs = tagger_cli.small_input(6)
+    report = tagger.estimate(inputs, concurrency=4, **args)
+    assert report.unheld_cap is not None and report.cost is not None
+    assert report.unheld_cap > report.cost  # the requests in flight are held at their worst
+    result = tagger_cli.run("--model", "gpt-6-luna", "--concurrency", 4, "--dry-run",
+                            inputs=[inputs])  # fmt: skip
+    assert f"at least ${report.unheld_cap:.4f} for no request to wait" in " ".join(
+        result.output.split()
+    )
+    ran = tagger_cli.run("--model", "gpt-6-luna", "--concurrency", 4, "--max-cost",
+                         report.unheld_cap, inputs=[inputs])  # fmt: skip
+    assert ran.exit_code == 0, ran.output
+    manifest = tagger_cli.manifest()
+    assert manifest["ok"] == 6 and manifest["refused_requests"] == 0

@@ -183,9 +183,9 @@ def test_a_ray_cascade_dry_run_counts_each_actors_first_request_in_full(tmp_path
     from tests.harness import invoke
 
     def shown(*extra: str) -> str:
-        result = invoke(["run", SEEDS_DIR, "-o", tmp_path / "out.jsonl", "--dry-run",
-                         "--cascade", f"{MODEL},gpt-5.4-mini", "--target", "0.9",
-                         "--api-key", TEST_KEY, "--cache-dir", tmp_path / "cache", *extra])  # fmt: skip
+        args = ["run", SEEDS_DIR, "-o", tmp_path / "out.jsonl", "--dry-run", "--api-key",
+                TEST_KEY, "--cascade", f"{MODEL},gpt-5.4-mini", "--target", "0.9"]  # fmt: skip
+        result = invoke([*args, "--cache-dir", tmp_path / "cache", *extra])
         assert result.exit_code == 0, result.output
         return " ".join(result.output.split())
 

@@ -128,7 +128,6 @@ class RequestEstimator:
             cache_write_tokens=written,
         ).limited_by(limit)
 
-
     def least_worst(self) -> RequestEstimate:
         """The least any request of the run can be billed at its worst (the spend guard's
         `least`): only the part every request shares, in the mode that sends the least, and
