@@ -149,3 +149,32 @@ def test_a_live_run_at_the_dry_runs_unheld_cap_is_refused_nothing(tagger_cli: Ta
     assert ran.exit_code == 0, ran.output
     manifest = tagger_cli.manifest()
     assert manifest["ok"] == 6 and manifest["refused_requests"] == 0
+
+
+def test_a_reasoning_request_too_dear_alone_thinks_in_what_is_left(
+    tagger_cli: TaggerCLI, tmp_path: Path
+) -> None:
+    # gpt-5-mini at effort medium gets 8,192 tokens to think on top of the answer's 400:
+    # at $100 per million output tokens that is $0.86 at its worst, over a $0.5 cap. Its room
+    # to think is cut to what fits (never under the answer's limit and the reasoning expected).
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[models."gpt-5-mini"]\ninput = 1.0\noutput = 100.0\n', encoding="utf-8")
+    result = tagger_cli.run(
+        "--model", "gpt-5-mini", "--reasoning-effort", "medium", "--prices", prices,
+        "--max-cost", 0.5, inputs=[tagger_cli.small_input(1)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (chat,) = tagger_cli.chats()
+    limit = (chat.body or {})["max_completion_tokens"]
+    assert 400 + 1024 <= limit < 400 + 8192 and limit * 100 / 1e6 <= 0.5
+    assert tagger_cli.manifest()["estimated_cost_usd"] <= 0.5
+
+
+def test_the_fitted_limit_is_the_largest_that_fits() -> None:
+    guard = SpendGuard(None, 1.0, _cost)
+    big = RequestEstimate(prompt_tokens=100, completion_tokens=50, completion_limit=1000)
+    assert guard.fitted_limit(big, 200) == 450  # $0.10 of prompt + 450 x $0.002 = $1.00
+    assert guard.fitted_limit(big, 451) is None  # not even at the lowest allowed
+    small = RequestEstimate(prompt_tokens=100, completion_tokens=50, completion_limit=400)
+    assert guard.fitted_limit(small, 200) is None  # it fits as it is
+    assert SpendGuard(None, None, _cost).fitted_limit(big, 200) is None

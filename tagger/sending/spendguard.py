@@ -125,6 +125,25 @@ class SpendGuard:
         self.used += used
         self._wake()
 
+    def fitted_limit(self, estimate: RequestEstimate, lowest: int) -> int | None:
+        """The largest token limit, at least `lowest`, under which a request that cannot fit
+        alone in what is left of --max-cost would (None: it fits as it is, or not even so)."""
+        limit = estimate.completion_limit
+        if self.max_cost is None or limit is None or lowest >= limit:
+            return None
+
+        def fits(bound: int) -> bool:
+            cost = self.cost_of(self.used + estimate.limited_by(bound).worst())
+            return cost is not None and cost <= (self.max_cost or 0.0)
+
+        if fits(limit) or not fits(lowest):
+            return None
+        low, high = lowest, limit  # fits(low), not fits(high)
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if fits(middle) else (low, middle)
+        return low
+
     def know_least(self, least: Held) -> None:
         """The least any request of the run can be billed at its worst (see `least`)."""
         self.least = held_usage(least)
