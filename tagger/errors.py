@@ -89,6 +89,10 @@ class RayFailed(TaggerError):
 class SendingStopped(TaggerError):
     """The run stopped sending (Ctrl-C, a spend limit): requests not yet sent are not sent."""
 
+    # What the abstract's earlier requests were billed (a repair turn stopped after its first
+    # answer was paid): a tagger.usage.Usage set by the driver, for the run's totals.
+    paid: object = None
+
 
 class BudgetExceeded(SendingStopped):
     """--max-requests or --max-cost would be exceeded: the run stops sending."""

@@ -178,3 +178,21 @@ def test_the_fitted_limit_is_the_largest_that_fits() -> None:
     small = RequestEstimate(prompt_tokens=100, completion_tokens=50, completion_limit=400)
     assert guard.fitted_limit(small, 200) is None  # it fits as it is
     assert SpendGuard(None, None, _cost).fitted_limit(big, 200) is None
+
+
+def test_an_answer_paid_before_the_cap_stopped_its_repair_stays_in_the_bill(
+    tagger_cli: TaggerCLI, tmp_path: Path
+) -> None:
+    # The first answer (~$0.16) is invalid; its repair turn cannot fit in the $0.14 left. It
+    # was paid: the manifest and the row count it (both said $0 and no tokens before).
+    tagger_cli.fake.script(["schema_invalid"])
+    result = tagger_cli.run(
+        "--model", "gpt-4o-mini", "--prices", _priced(tmp_path), "--max-cost", 0.3,
+        inputs=[tagger_cli.small_input(1)],
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    manifest = tagger_cli.manifest()
+    assert manifest["requests"] == 1 and 0.1 < manifest["estimated_cost_usd"] <= 0.3
+    (row,) = tagger_cli.rows()
+    assert row["error"].startswith("not run: --max-cost $0.3 would be exceeded")
+    assert row["prompt_tokens"] == manifest["prompt_tokens"] > 1000

@@ -31,7 +31,7 @@ from tagger.pipeline.summary import floor_usage
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.sending.client import LLMClient
-from tagger.usage import NO_USAGE
+from tagger.usage import NO_USAGE, Usage
 from tagger.wording import clip
 
 
@@ -203,7 +203,12 @@ class LiveRunner:
         return entry_outcome(self.cache.get(key)) if key in self._stored else None
 
     async def _tag_and_store(self, abstract: Abstract, key: str) -> Outcome:
-        outcome = await self.tagger.tag_abstract(abstract, key)
+        try:
+            outcome = await self.tagger.tag_abstract(abstract, key)
+        except SendingStopped as exc:  # stopped after paying for an earlier turn: counted
+            if isinstance(exc.paid, Usage):
+                self.stats.usage += exc.paid
+            raise
         # Spend is counted on completion, not when the row is written, so budgets see it early.
         if not outcome.prepaid:
             self.stats.usage += outcome.usage
@@ -300,11 +305,14 @@ class LiveRunner:
         if future.cancelled():
             return self._not_run(self.stop_reason or "cancelled")
         exc = future.exception()
-        if isinstance(exc, OverCap):
-            advice = stop_advice(limit=True, fatal=False, cached=self.cache is not None)
-            return Outcome.not_run(exc, advice)
         if isinstance(exc, SendingStopped):
-            return self._not_run(exc)
+            outcome = self._not_run(exc)
+            if isinstance(exc, OverCap):  # the run goes on: its own advice
+                advice = stop_advice(limit=True, fatal=False, cached=self.cache is not None)
+                outcome = Outcome.not_run(exc, advice)
+            if isinstance(exc.paid, Usage):  # what its earlier turns cost, on its row too
+                outcome.usage = exc.paid
+            return outcome
         if isinstance(exc, TaggerError):  # its message is written for the user: no class name
             return Outcome.failed(f"failed: {exc}")
         if exc is not None:
