@@ -28,6 +28,7 @@ from tagger.pipeline.outcome import Outcome, Status
 from tagger.pipeline.progress import LiveCounts, ProgressSink, stop_advice
 from tagger.pipeline.stats import RunStats
 from tagger.pipeline.summary import floor_usage
+from tagger.pipeline.totals import RunPricing, finish_stats
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.sending.client import LLMClient
@@ -243,21 +244,6 @@ class LiveRunner:
     def _on_answer(self, task: asyncio.Future[Outcome]) -> None:
         self.progress.answered(self._result_of(task).status)
 
-    def _cost(self, served: tuple[str, ...]) -> float | None:
-        # Priced by the model the server says answered, when it names one (a local server that
-        # ignores --model is no OpenAI model, and costs n/a), else by the one asked for.
-        model = served[0] if len(served) == 1 else self.config.client.model
-        flex = self.config.client.service_tier == "flex"
-        return self.prices.cost(model, self.stats.usage, flex=flex)
-
-    def _parts(self, served: tuple[str, ...]) -> tuple[dict[str, float] | None, float | None]:
-        """What the run paid by kind of token, and the floor of its answers, in US$."""
-        model = served[0] if len(served) == 1 else self.config.client.model
-        flex = self.config.client.service_tier == "flex"
-        parts = self.prices.cost_parts(model, self.stats.usage, flex=flex)
-        floor = self.prices.cost(model, self.stats.floor_usage, batch=self.floor_batch, flex=flex)
-        return parts, floor
-
     def _write(self, item: _Pending) -> None:
         outcome = self._result(item)
         if not item.shared and isinstance(item.outcome, asyncio.Future):
@@ -326,36 +312,16 @@ class LiveRunner:
         self.tagger.cancel()
 
     def _finish_stats(self) -> None:
-        stats = self.stats
         # Each collaborator reports a snapshot of its own counters.
-        sent, mode = self.client.snapshot(), self.tagger.snapshot()
-        stats.requests = sent.requests
-        stats.model_listings = sent.model_listings
-        stats.retries = sent.retries
-        stats.cost = self._cost(sent.served_models)
-        stats.cost_parts, stats.floor_cost = self._parts(sent.served_models)
-        stats.refused_requests = sent.gate.refused
-        stats.usage_estimated = sent.usage_estimated
-        if stats.cost is None:
-            served = sent.served_models
-            stats.price_note = self.prices.note(
-                served[0] if len(served) == 1 else self.config.client.model
-            )
-        stats.request_rules = sent.rules
-        stats.adaptations = list(sent.adaptations)
-        stats.served_models = list(sent.served_models)
-        stats.service_tiers = list(sent.service_tiers)
-        if self.config.client.logprobs and not sent.logprobs:
-            stats.confidence_note = "no task_area_confidence: the model returns no logprobs"
-        stats.top_errors = [
-            {"reason": reason, "count": count} for reason, count in self._errors.most_common(3)
-        ]
-        stats.mode = mode.mode
-        stats.mode_fallbacks = list(mode.fallbacks)
-        stats.stop_reason = self.stop_reason
-        stats.stop_advice = self.stop_advice or None
-        stats.rate_limit_pause = round(sent.gate.paused_seconds, 3)
-        stats.learned_limits = list(sent.gate.learned)
+        finish_stats(
+            self.stats,
+            self.client.snapshot(),
+            self.tagger.snapshot(),
+            RunPricing(self.prices, self.config, self.floor_batch),
+            self._errors,
+        )
+        self.stats.stop_reason = self.stop_reason
+        self.stats.stop_advice = self.stop_advice or None
 
 
 def _is_ready(item: _Pending) -> bool:
