@@ -196,3 +196,20 @@ def test_an_answer_paid_before_the_cap_stopped_its_repair_stays_in_the_bill(
     (row,) = tagger_cli.rows()
     assert row["error"].startswith("not run: --max-cost $0.3 would be exceeded")
     assert row["prompt_tokens"] == manifest["prompt_tokens"] > 1000
+
+
+def test_more_for_the_only_request_in_flight_that_can_never_fit_is_refused_not_waited() -> None:
+    # On Ray a permit holds a worker's usual worst; a longer request asks for the rest. When
+    # it alone can never fit, waiting for others to settle waited for ever (a hung cluster).
+    from tagger.ray.limiter import ClusterLimiter
+    from tagger.ray.messages import Hold
+
+    guard = SpendGuard(None, 1.0, _cost)
+    limiter = ClusterLimiter(None, None, guard, _cost)
+    assert len(limiter.grant(want=1, tokens=10, held=Usage(500, 0), worker="a").times) == 1
+    assert limiter.hold_more(Usage(400, 0), "a") is Hold.HELD  # $0.90 of $1 in all
+    assert limiter.hold_more(Usage(200, 0), "a") is Hold.NEVER  # $1.10: never, not "wait"
+    assert (limiter.state().stopped or "").startswith("--max-cost $1 would be exceeded")
+    two = SpendGuard(None, 1.0, _cost)  # with another request in flight, room may come back
+    assert two.try_reserve(Usage(500, 0)) and two.try_reserve(Usage(100, 0))
+    assert not two.try_reserve(Usage(500, 0), requests=0)

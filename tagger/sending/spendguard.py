@@ -96,6 +96,10 @@ class SpendGuard:
                 raise self._over(worst)
             cost = self.cost_of(self.used + self._reserved + worst)
             if cost is not None and not cost <= self.max_cost:
+                if not requests and self._in_flight <= 1:
+                    # More for the one request in flight, which holds the rest: nothing else
+                    # will settle to make room (a Ray permit's request waited for ever).
+                    raise self._over(self._reserved + worst)
                 return False
         self.sent += requests
         self._in_flight += requests
