@@ -24,7 +24,7 @@ from tagger.sending.client import AttemptBudget, LLMClient
 from tagger.sending.gate import SendGate
 from tagger.sending.spendguard import SpendGuard
 from tagger.usage import RequestEstimate, Usage
-from tests.harness import StartFake
+from tests.harness import SAFETY_TIMEOUT, StartFake, wait_until
 
 PRICES = PriceTable({"m": Price(input=1.0, cached_input=0.1, output=6.0)})
 ESTIMATE = RequestEstimate(prompt_tokens=1000, completion_tokens=60, completion_limit=400)
@@ -50,8 +50,10 @@ async def _ask(client: LLMClient, estimate: RequestEstimate = ESTIMATE) -> str:
     return "ok"
 
 
-def _config(url: str) -> ClientConfig:
-    return ClientConfig(base_url=url, api_key=SecretStr("sk-test"), timeout=0.5, model="m")
+def _config(url: str, timeout: float = SAFETY_TIMEOUT) -> ClientConfig:
+    """`timeout`: short only where a request is meant to time out (a loaded machine can take
+    longer than a short one to answer a request that is answered)."""
+    return ClientConfig(base_url=url, api_key=SecretStr("sk-test"), timeout=timeout, model="m")
 
 
 @pytest.mark.parametrize("fault", ["hang", "drop"])
@@ -62,7 +64,9 @@ def test_a_request_sent_and_never_answered_is_charged_its_worst(
     fake.hang_seconds = 30.0
     fake.script([fault])
     guard = SpendGuard(None, 10.0, _cost)
-    client = LLMClient(_config(fake.base_url), SendGate(guard=guard), model_checked=True)
+    client = LLMClient(
+        _config(fake.base_url, timeout=0.5), SendGate(guard=guard), model_checked=True
+    )
 
     async def run() -> str:
         try:
@@ -71,6 +75,8 @@ def test_a_request_sent_and_never_answered_is_charged_its_worst(
             await client.aclose()
 
     outcome = asyncio.run(run())
+    # Written, then timed out: the fake's thread may read it only now (a starved process).
+    wait_until(lambda: len(fake.chats()) == 1, "the fake to have read the request")
     assert outcome == "RequestFailed" and [r.fault for r in fake.chats()] == [fault]
     # Held at its worst when let go, charged its worst after: 1,000 in (each at the dearest
     # prompt price: written to the cache; "m" bills no writes, so at its input price), 400 out.
@@ -103,7 +109,7 @@ def test_on_ray_a_request_that_timed_out_is_charged_its_worst(fake_server: Start
     fake.script(["hang"])
     limiter = AsyncLimiter(Limits(max_cost=10.0, model="m", prices=PRICES))
     gate = ClusterGate(limiter, 4)
-    client = LLMClient(_config(fake.base_url), gate, model_checked=True)
+    client = LLMClient(_config(fake.base_url, timeout=0.5), gate, model_checked=True)
 
     async def run() -> str:
         try:
@@ -113,7 +119,9 @@ def test_on_ray_a_request_that_timed_out_is_charged_its_worst(fake_server: Start
             await client.aclose()
             await gate.aclose()
 
-    assert asyncio.run(run()) == "RequestFailed" and [r.fault for r in fake.chats()] == ["hang"]
+    assert asyncio.run(run()) == "RequestFailed"
+    wait_until(lambda: len(fake.chats()) == 1, "the fake to have read the request")
+    assert [r.fault for r in fake.chats()] == ["hang"]
     stats = asyncio.run(limiter.stats())
     assert stats.used == ESTIMATE.worst() and stats.cost == pytest.approx(0.0034)
 
