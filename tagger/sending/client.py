@@ -32,7 +32,7 @@ from tagger.sending.server_faults import (
     server_message,
     wait_strategy,
 )
-from tagger.sending.verdicts import final_failure
+from tagger.sending.verdicts import Verdicts
 from tagger.usage import RequestEstimate
 
 # `openai` is imported on first use inside the methods below, not at module import: the SDK
@@ -102,6 +102,7 @@ class LLMClient:
         )
         # GET /models, before any chat request.
         self.model_check = ModelCheck(config, self.rules, gate, done=model_checked)
+        self.verdicts = Verdicts(config, self.exchange.health, self._secret)
 
     @property
     def requests(self) -> int:
@@ -255,9 +256,7 @@ class LLMClient:
 
     def _final(self, exc: Exception, mode: Mode) -> Exception:
         """Turn the last failure of an item into the exception the caller acts on."""
-        failure = final_failure(
-            exc, mode, self.config, self.exchange.health, self.model_check.listing, self._secret
-        )
+        failure = self.verdicts.final(exc, mode, self.model_check.listing)
         if failure is not exc and isinstance(failure, FatalAPIError):
             self.gate.stop(str(failure))  # not one more request, from any abstract
         return failure
