@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tagger.cascade.stagerows import SubsetScan
 from tagger.cascade.stages import StageDriver
@@ -30,13 +30,16 @@ from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.usage import NO_USAGE
 
+if TYPE_CHECKING:
+    from tagger.ray.dataset import RayRun
+
 __all__ = ["ray_stages"]
 
 _MISSING = "Ray returned no row for it"
 
 
-def ray_stages(how: Any, prices: PriceTable, total: int) -> StageDriver:
-    """The StageDriver running each stage on Ray (`how`: a tagger.ray.job.RayRun)."""
+def ray_stages(how: RayRun, prices: PriceTable, total: int) -> StageDriver:
+    """The StageDriver running each stage on Ray (`how`: a tagger.ray.dataset.RayRun)."""
 
     async def drive(
         config: RunConfig, scan: InputScan, rows: RowWriter, sink: ProgressSink, *, batch: bool
@@ -60,7 +63,7 @@ def run_stage(
     rows: RowWriter,
     progress: ProgressSink,
     prices: PriceTable,
-    how: Any,
+    how: RayRun,
     total: int,
     canary: Any = None,
 ) -> RunStats:
@@ -70,8 +73,8 @@ def run_stage(
 
     from tagger.ray.actors import limiter_stats, start_limiter
     from tagger.ray.canary import count_canary
-    from tagger.ray.cluster import actor_cpus, connect, job_failure
-    from tagger.ray.dataset import DEFAULT_ACTOR_CPUS, limits_of, tag_dataset_with
+    from tagger.ray.cluster import connect, job_failure
+    from tagger.ray.dataset import limits_of
 
     started = time.monotonic()
     plan = RunPlan.load(config, prices)
@@ -82,18 +85,8 @@ def run_stage(
     stats = RunStats(mode=None)
     seen = bytearray((total + 7) // 8)
     try:
-        blocks = max(how.actors, min(-(-scan.count // how.batch_size), 64 * how.actors))
-        tagged = tag_dataset_with(
-            _read(scan, total, wanted, blocks),
-            config,
-            prices=prices,
-            actors=how.actors,
-            batch_size=how.batch_size,
-            actor_cpus=actor_cpus(how.actors, DEFAULT_ACTOR_CPUS),
-            base_urls=how.base_urls,
-            limiter=limiter,
-            canary=canary,
-        )
+        records = _read(scan, total, wanted, how.blocks(scan.count))
+        tagged = how.tag(records, config, prices=prices, limiter=limiter, canary=canary)
         progress.started(lambda: LiveCounts(0, 0, 0.0))
         try:
             for row in _rows(tagged):

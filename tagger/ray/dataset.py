@@ -3,7 +3,9 @@ by Ray Data."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,52 @@ DEFAULT_BATCH_SIZE = 64
 DEFAULT_ACTOR_CPUS = 0.25
 # A worker holding permits and unheard for --timeout and this long is taken for lost.
 LEASE_MARGIN_SECONDS = 60.0
+# Blocks are the unit Ray hands to an actor and returns whole: small ones keep every actor busy
+# and the driver's progress moving, and a lost worker re-does little.
+MAX_BLOCKS_PER_ACTOR = 64
+
+
+@dataclass(frozen=True)
+class RayRun:
+    """Where and how a `--ray` run (or a `--ray --cascade` stage) goes."""
+
+    address: str | None  # None: start a local Ray; "auto": the cluster this node is in
+    actors: int = DEFAULT_ACTORS
+    batch_size: int = DEFAULT_BATCH_SIZE
+    base_urls: tuple[str, ...] = ()
+
+    def blocks(self, count: int) -> int:
+        """How many blocks `count` records are split into: a batch each, at least one per
+        actor, at most MAX_BLOCKS_PER_ACTOR per actor."""
+        batches = math.ceil(count / self.batch_size)
+        return max(self.actors, min(batches, MAX_BLOCKS_PER_ACTOR * self.actors))
+
+    def tag(
+        self,
+        records: Any,
+        config: RunConfig,
+        *,
+        prices: PriceTable,
+        limiter: Any,
+        canary: RayCanary | None,
+        skip: Iterable[str] = (),
+        mark_skipped: bool = False,
+    ) -> Any:
+        """tag_dataset_with on this run's actors, batch size and base URLs, each actor with
+        the CPUs that leave every node a whole one for Ray Data's own tasks."""
+        return tag_dataset_with(
+            records,
+            config,
+            prices=prices,
+            actors=self.actors,
+            batch_size=self.batch_size,
+            actor_cpus=fitted_actor_cpus(self.actors, DEFAULT_ACTOR_CPUS),
+            base_urls=self.base_urls,
+            skip=skip,
+            limiter=limiter,
+            mark_skipped=mark_skipped,
+            canary=canary,
+        )
 
 
 def tag_dataset(
