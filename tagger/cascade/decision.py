@@ -4,14 +4,12 @@ its certificate's words. Pure: nothing from the rest of tagger."""
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import ROUND_DOWN, Decimal
 from typing import Any
 
-from tagger.cascade.scores import NO_SCORE, SCALE, Scores
+from tagger.cascade.scores import NO_SCORE, SCALE, Scores, finite_real
 
 __all__ = ["METHOD", "CascadeDecision", "CascadeTarget", "certificate"]
 
@@ -28,7 +26,7 @@ class CascadeTarget:
 
     def __post_init__(self) -> None:
         for name, value in (("target", self.target), ("delta", self.delta)):
-            number = _real(value)
+            number = finite_real(value)
             if number is None or not 0 < number < 1:
                 raise ValueError(
                     f"the cascade's {name} must be a number between 0 and 1, not {value!r}"
@@ -95,19 +93,6 @@ class CascadeDecision:
     def certificate_for(self, strong_model: str) -> str:
         """The certificate naming the strong model."""
         return self.certificate.replace("the strong model", strong_model, 1)
-
-
-def _real(value: object) -> float | None:
-    """A finite real number (numpy's too) as a float, else None (bools, strings, NaN, inf).
-
-    tagger.cascade.scores.score_code reads a confidence alike, inlined: it runs once a row."""
-    if not isinstance(value, numbers.Real) or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (OverflowError, ValueError):  # a 400-digit integer
-        return None
-    return number if math.isfinite(number) else None
 
 
 def _percent(share: float) -> str:
