@@ -6,7 +6,10 @@ Plain helpers (paths, seed data, the CLI harness) live in tests/harness.py: impo
 from __future__ import annotations
 
 import os
+import secrets
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -123,18 +126,70 @@ def tagger_process() -> Iterator[StartTagger]:
                 stream.close()
 
 
-# --- Ray: one local Ray for the whole session ---------------------------------------------
+# --- Ray: one local Ray for the whole session, on one xdist worker, never the user's ------
+
+# Every test that starts or joins Ray runs on the same xdist worker (`--dist loadgroup`), one at
+# a time: tests there find the tagging actors by their process title, and two Rays side by side
+# on 2 cores starve each other.
+RAY_GROUP = "ray"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep the suite's Rays apart from the user's (in this process and its children):
+    - Ray's files in a folder of this run's own (RAY_TMPDIR), where no `ray start` wrote the
+      `ray_current_cluster` that `ray.init()` would join;
+    - RAY_ADDRESS=local: a Ray started with no address (`tagger run --ray`) starts its own
+      rather than join the user's cluster or RAY_ADDRESS (an address given explicitly, such as
+      `--ray-address` or `ray_cluster`'s, still wins);
+    - a token of this run's own (RAY_AUTH_TOKEN): a local Ray writes none into ~/.ray, and a
+      cluster of the user's would refuse it."""
+    wanted: dict[str, str | None] = {
+        # Short: Ray's socket paths under it must stay within the 107 bytes a Unix socket takes.
+        "RAY_TMPDIR": tempfile.mkdtemp(prefix="tgr-ray-"),
+        "RAY_ADDRESS": "local",
+        "RAY_AUTH_TOKEN": secrets.token_hex(32),
+        "RAY_AUTH_TOKEN_PATH": None,
+    }
+    config.stash[_RAY_ENV] = {name: os.environ.get(name) for name in wanted}
+    _set_env(wanted)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    saved = config.stash.get(_RAY_ENV, None)
+    if saved is not None:
+        shutil.rmtree(os.environ["RAY_TMPDIR"], ignore_errors=True)
+        _set_env(saved)
+
+
+def _set_env(values: dict[str, str | None]) -> None:
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+_RAY_ENV = pytest.StashKey[dict[str, str | None]]()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put every test that starts or joins Ray (the `ray` marker, or the `ray_cluster` fixture)
+    in one xdist group: under `pytest -n 2 --dist loadgroup` they share one worker and its Ray."""
+    for item in items:
+        if item.get_closest_marker("ray") or "ray_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group(RAY_GROUP))
 
 
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[str]:
     """One local Ray (2 CPUs) for every test that needs one (starting one costs ~4 s, stopping
     it ~1.5 s); its GCS address, for drivers started as processes (`--ray-address`,
-    RAY_ADDRESS). Skips the test when Ray is not installed."""
+    RAY_ADDRESS). Always a Ray of its own (`address="local"`), never a cluster the user started.
+    Skips the test when Ray is not installed."""
     ray = pytest.importorskip("ray")
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
     try:
         yield ray.get_runtime_context().gcs_address

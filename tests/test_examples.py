@@ -241,7 +241,18 @@ def _scratch(tmp_path: Path, fake_server: StartFake) -> Reader:
 RUN_PAGES = [p for p in PAGES if any(b.lang in RUNNABLE and not b.not_run for b in blocks(p))]
 
 
-@pytest.mark.parametrize("page", RUN_PAGES, ids=[p.name for p in RUN_PAGES])
+def _starts_ray(page: Path) -> bool:
+    """Whether a block the page runs starts Ray (such a test runs beside the other Ray tests)."""
+    return any(
+        b.lang in RUNNABLE and not b.not_run and re.search(r"\s--ray\b|\bimport ray\b", b.body)
+        for b in blocks(page)
+    )
+
+
+@pytest.mark.parametrize(
+    "page",
+    [pytest.param(p, id=p.name, marks=[pytest.mark.ray] * _starts_ray(p)) for p in RUN_PAGES],
+)
 def test_examples_on_the_page_run(page: Path, fake_server: StartFake, tmp_path: Path) -> None:
     reader = _scratch(tmp_path, fake_server)
     try:

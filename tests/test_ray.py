@@ -47,7 +47,9 @@ def _config(url: str, cache: Path, **options: Any) -> RunConfig:
 
 
 def _tag_actor_pids() -> list[int]:
-    """The processes of the tagging actors alive now (Ray titles them by their class)."""
+    """The processes of the session Ray's tagging actors alive now (Ray titles them by their
+    class): only this process's descendants (its raylet's workers), never another Ray's actors
+    on the machine (a user's, another test run's), which a test here kills."""
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -56,9 +58,22 @@ def _tag_actor_pids() -> list[int]:
             command = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if command.startswith(b"ray::MapWorker(MapBatches(TagStage))"):
+        if command.startswith(b"ray::MapWorker(MapBatches(TagStage))") and _ours(int(entry.name)):
             pids.append(int(entry.name))
     return pids
+
+
+def _ours(pid: int) -> bool:
+    """Whether `pid` descends from this process."""
+    while pid > 1:
+        if pid == os.getpid():
+            return True
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the parent's pid, after "(comm) state"
+    return False
 
 
 def _freeze(fake: FakeLLM) -> None:

@@ -32,7 +32,12 @@ from tagger.redact import safe_text
 from tagger.sending.client import LLMClient
 from tagger.sending.params import refusal_of
 from tagger.sending.reply import Reply
-from tagger.sending.server_faults import is_format_rejection, is_transient, server_message
+from tagger.sending.server_faults import (
+    is_format_rejection,
+    is_transient,
+    retry_after_seconds,
+    server_message,
+)
 from tagger.terminal import one_line
 from tagger.usage import NO_USAGE, RequestEstimate, Usage
 
@@ -170,7 +175,10 @@ async def _try(
                 if transient >= TRANSIENT_TRIES:
                     _gave_up(report, f"HTTP {exc.status_code}")
                     return None
-                await asyncio.sleep(transient)  # the gate also keeps a Retry-After pause
+                # As long as the server asked (Retry-After), else 1 s then 2 s; a 429's pause
+                # is the gate's too.
+                asked = retry_after_seconds(exc)
+                await asyncio.sleep(transient if asked is None else asked)
                 continue
             if not driver.mode_fixed and is_format_rejection(exc, mode):
                 report.stopped = f"{mode.value} refused: the mode is probed as the run goes"
