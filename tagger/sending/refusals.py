@@ -12,13 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from tagger.sending.breakpoints import OPTIONS_PARAM
 from tagger.sending.families import EFFORTS
-
-if TYPE_CHECKING:
-    from tagger.sending.params import RequestRules
 
 __all__ = ["MAX_LEARNED", "SAMPLING", "TOKEN_LIMITS", "Refusal", "refusal_of", "replay"]
 
@@ -33,6 +30,23 @@ _REFUSAL_WORDS = ("unsupported", "not support", "unknown", "unrecognized", "not 
 _REFUSAL_CODES = frozenset({"unsupported_parameter", "unsupported_value", "unknown_parameter"})
 # Parts of every request that other mechanisms handle (the mode fallback) or that cannot go.
 _NOT_ADAPTED = frozenset({"model", "messages", "response_format", "service_tier"})
+
+
+class Lessons(Protocol):
+    """What a replayed lesson may change (tagger.sending.params.RequestRules has it all)."""
+
+    token_limit: str
+    logprobs: bool
+    dropped: set[str]
+    reasoning_effort: str | None
+    prompt_params: frozenset[str]
+
+    @property
+    def reasoning(self) -> bool:
+        """A reasoning model: its effort is never dropped to the model's own default."""
+
+    def remember(self, param: str, line: str) -> None:
+        """Count `param` as adapted to and keep the line saying how."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +92,7 @@ def refusal_of(status: int, body: object, message: str, sent: Iterable[str]) -> 
     return None
 
 
-def replay(rules: RequestRules, learned: Iterable[str]) -> list[str]:
+def replay(rules: Lessons, learned: Iterable[str]) -> list[str]:
     """Apply the adaptations an earlier run recorded (a batch job file's) to `rules`, without
     logging; the lines refused, each with why.
 
@@ -101,7 +115,7 @@ def replay(rules: RequestRules, learned: Iterable[str]) -> list[str]:
     return refused
 
 
-def _replayed(rules: RequestRules, what: str) -> str | None:
+def _replayed(rules: Lessons, what: str) -> str | None:
     """Apply one recorded adaptation if a server could have taught it; else why not."""
     renamed = {f"{a} sent as {b}": b for a, b in (TOKEN_LIMITS, TOKEN_LIMITS[::-1])}
     if what in renamed:
