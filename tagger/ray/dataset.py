@@ -3,6 +3,7 @@ by Ray Data."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -216,12 +217,15 @@ def tag_dataset_with(
     )
 
 
-def read_abstracts(files: list[Path], per_file: Mapping[str, int], blocks: int) -> Any:
+def read_abstracts(
+    files: list[Path], per_file: Mapping[str, int], blocks: int, wanted: bytes | None = None
+) -> Any:
     """The abstracts of already scanned files as a Dataset of records, read on the workers.
 
     Each file is read by tagger's own reader (the same ids, titles, venues and lines as a
     local run), its records numbered from the file's offset in the run, then split into about
-    `blocks` blocks so that every actor gets work even from one file.
+    `blocks` blocks so that every actor gets work even from one file. `wanted`: a bitmap of
+    the positions to read (bit i of byte i // 8; a cascade stage's subset), None for all.
     """
     import ray
 
@@ -232,15 +236,27 @@ def read_abstracts(files: list[Path], per_file: Mapping[str, int], blocks: int) 
         # rows name the path as given, like a local run's.
         offsets.append({"path": str(path.resolve()), "source": str(path), "offset": offset})
         offset += per_file.get(str(path), 0)
-    ds = ray.data.from_items(offsets).flat_map(_file_records, num_cpus=READ_CPUS)
+    # A reference: the bitmap is read once a task, not shipped with every item.
+    read = functools.partial(_file_records, wanted=ray.put(wanted) if wanted is not None else None)
+    ds = ray.data.from_items(offsets).flat_map(read, num_cpus=READ_CPUS)
     return ds.repartition(max(1, blocks))
 
 
-def _file_records(item: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """The records of one input file, indexed from its offset in the run."""
+def _file_records(item: dict[str, Any], wanted: Any = None) -> Iterator[dict[str, Any]]:
+    """The records of one input file at the wanted positions, indexed from its offset."""
+    bits: bytes | None = None
+    if wanted is not None:
+        import ray
+
+        bits = ray.get(wanted)
     offset = int(item["offset"])
     for abstract in iter_abstracts([Path(item["path"])]):
+        index = offset + abstract.index
+        if bits is not None and not (
+            index >> 3 < len(bits) and bits[index >> 3] >> (index & 7) & 1
+        ):
+            continue
         record = abstract_record(abstract)
-        record["index"] = offset + abstract.index
+        record["index"] = index
         record["source"] = item["source"]
         yield record
