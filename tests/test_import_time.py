@@ -6,11 +6,9 @@ nothing outside it) is tests/test_cli_package.py's."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.harness import REPO_ROOT, clean_env
+from tests.harness import REPO_ROOT, clean_env, python_json
 
 # Modules the command line may be: the CLI itself, and `python -m tagger`, which runs it.
 CLI = ("tagger.cli", "tagger.__main__")
@@ -46,17 +44,7 @@ def module_names(package: Path) -> list[str]:
 def import_each(root: Path, names: list[str], folder: Path) -> dict[str, object]:
     """Import `names` one by one from `root` in a fresh interpreter working in `folder`."""
     env = clean_env() | {"HOME": str(folder), "PYTHONPATH": str(root)}
-    done = subprocess.run(
-        [sys.executable, "-c", IMPORT_EACH, json.dumps(names), json.dumps(HEAVY)],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return python_json(IMPORT_EACH, json.dumps(names), json.dumps(HEAVY), cwd=folder, env=env)
 
 
 def test_importing_every_module_does_no_work(tmp_path: Path) -> None:
