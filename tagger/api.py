@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tagger.calling import ErrorsFromHere, in_worker_thread
+from tagger.calling import ErrorsFromHere, RunnerStops, in_worker_thread
 from tagger.files.abstracts import InputScan
 from tagger.files.outfile import OutputFile
 from tagger.files.rows import Row, RowList
@@ -81,7 +81,9 @@ async def atag(items: object, *, progress: bool = True, **options: Any) -> Run:
         return await _atag(items, progress=progress, **options)
 
 
-async def _atag(items: object, *, progress: bool, **options: Any) -> Run:
+async def _atag(
+    items: object, *, progress: bool, _stops: RunnerStops | None = None, **options: Any
+) -> Run:
     chosen = RunOptions.resolve(options)
     config = chosen.config()
     if chosen.ray or (config.batch is not None and config.batch.detach):
@@ -95,10 +97,10 @@ async def _atag(items: object, *, progress: bool, **options: Any) -> Run:
     given = read_items(items)
     rows = RowList()
     if not progress:
-        return await _run(config, given, rows, SilentProgress(), prices)
+        return await _run(config, given, rows, SilentProgress(), prices, _stops)
     bar = _progress_line(given.count)
     with bar.shown():
-        return await _run(config, given, rows, bar, prices)
+        return await _run(config, given, rows, bar, prices, _stops)
 
 
 def _progress_line(total: int) -> BarProgress:
@@ -118,13 +120,19 @@ def _progress_line(total: int) -> BarProgress:
 
 
 async def _run(
-    config: RunConfig, given: InputScan, rows: RowList, sink: ProgressSink, prices: PriceTable
+    config: RunConfig,
+    given: InputScan,
+    rows: RowList,
+    sink: ProgressSink,
+    prices: PriceTable,
+    stops: RunnerStops | None = None,
 ) -> Run:
     """The run, live or through the Batch API (waiting for its batches), into rows."""
     if config.cascade is not None:
-        return await _cascade(config, given, rows, sink, prices)
+        return await _cascade(config, given, rows, sink, prices, stops)
     if config.batch is None:
-        stats, manifest = await tag_into(config, given, rows, sink, prices)
+        on_runner = stops.attach if stops is not None else None
+        stats, manifest = await tag_into(config, given, rows, sink, prices, on_runner=on_runner)
         return Run(rows.rows, stats, manifest)
     from tagger.batch.job import run_batch_job
 
@@ -136,7 +144,12 @@ async def _run(
 
 
 async def _cascade(
-    config: RunConfig, given: InputScan, rows: RowList, sink: ProgressSink, prices: PriceTable
+    config: RunConfig,
+    given: InputScan,
+    rows: RowList,
+    sink: ProgressSink,
+    prices: PriceTable,
+    stops: RunnerStops | None,
 ) -> Run:
     """A cascade's stages, each shown on the run's progress line if there is one."""
     from contextlib import contextmanager
@@ -162,6 +175,7 @@ async def _cascade(
         writer=rows,
         batch_watcher=_Unwatched(),
         command=BATCH_COMMAND,
+        on_runner=stops.attach if stops is not None else None,
     )
     return Run(rows.rows, done.stats, done.manifest)
 
@@ -203,7 +217,10 @@ def tag(items: object, *, progress: bool = True, **options: Any) -> Run:
         with ErrorsFromHere():
             return asyncio.run(atag(items, progress=progress, **options))
     with ErrorsFromHere():
-        return in_worker_thread(lambda: atag(items, progress=progress, **options))
+        stops = RunnerStops()  # Ctrl-C reaches this thread: the runners are told from here
+        return in_worker_thread(
+            lambda: _atag(items, progress=progress, _stops=stops, **options), stops.stop
+        )
 
 
 def tag_frame(

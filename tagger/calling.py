@@ -8,11 +8,15 @@ import concurrent.futures
 import re
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tagger.errors import TaggerError
 
+if TYPE_CHECKING:
+    from tagger.pipeline.live import LiveRunner
+
 T = TypeVar("T")
+INTERRUPTED = "interrupted (KeyboardInterrupt)"
 
 
 class ErrorsFromHere:
@@ -73,11 +77,41 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def in_worker_thread(start: Callable[[], Coroutine[Any, Any, T]]) -> T:
+class RunnerStops:
+    """The live runners of one call, to be told to stop sending from another thread.
+
+    A KeyboardInterrupt reaches the thread that waits, not the one whose loop sends: a
+    cancel scheduled on that loop runs a turn or more later, after the senders replies woke
+    meanwhile, and each of them would send one more request. A runner's stop is flags only,
+    safe to set from any thread (tagger.pipeline.live.LiveRunner.request_stop).
+    """
+
+    def __init__(self) -> None:
+        self._runners: list[LiveRunner] = []
+        self.interrupted = False
+
+    def attach(self, runner: LiveRunner) -> Callable[[], None]:
+        """A runner starts (tagger.pipeline.job.RunnerHook); stopped at once if too late."""
+        self._runners.append(runner)
+        if self.interrupted:
+            runner.request_stop(INTERRUPTED, interrupted=True)
+        return lambda: self._runners.remove(runner)
+
+    def stop(self) -> None:
+        """Every runner of the call sends nothing more, from now."""
+        self.interrupted = True
+        for runner in list(self._runners):
+            runner.request_stop(INTERRUPTED, interrupted=True)
+
+
+def in_worker_thread(
+    start: Callable[[], Coroutine[Any, Any, T]], on_interrupt: Callable[[], None] | None = None
+) -> T:
     """Run a coroutine on an event loop of its own in another thread, and wait for it.
 
     For a caller inside a running loop (a notebook cell). KeyboardInterrupt while waiting
-    cancels the run (answers already in stay cached) and is raised once it has stopped.
+    calls `on_interrupt` at once (from this thread: it must only set flags), then cancels the
+    run (answers already in stay cached) and is raised once it has stopped.
     """
     loop = asyncio.new_event_loop()
     task = loop.create_task(start())
@@ -97,6 +131,8 @@ def in_worker_thread(start: Callable[[], Coroutine[Any, Any, T]]) -> T:
     try:
         return done.result()
     except KeyboardInterrupt:
+        if on_interrupt is not None:
+            on_interrupt()
         loop.call_soon_threadsafe(task.cancel)
         thread.join()
         raise

@@ -30,4 +30,4 @@ def estimate(items: object, **options: Any) -> DryRunReport:
         chosen = RunOptions.resolve(options)
         config = chosen.config()
         given = read_items(items)
-        return dry_run(config, given, PriceTable.load(chosen.prices))
+        return dry_run(config, given, PriceTable.load(chosen.prices), senders=chosen.first_senders)

@@ -13,6 +13,8 @@ TaggerError                 reported to the user as one line; `exit_code` is the
 ├── RayFailed (1)           Ray did not start, connect or keep the job going: what to try
 └── SendingStopped (1)      the run stopped sending (Ctrl-C, a spend limit)
     └── BudgetExceeded (1)  --max-requests or --max-cost reached
+        └── OverCap (1)     one request's worst case is over what --max-cost left: that
+                            abstract is not run, the run goes on with those that fit
 
 Inside one abstract's attempts (never reach the user as such; they become its row's error):
 RequestFailed (reason)      the request cannot succeed for this abstract
@@ -87,9 +89,18 @@ class RayFailed(TaggerError):
 class SendingStopped(TaggerError):
     """The run stopped sending (Ctrl-C, a spend limit): requests not yet sent are not sent."""
 
+    # What the abstract's earlier requests were billed (a repair turn stopped after its first
+    # answer was paid): a tagger.usage.Usage set by the driver, for the run's totals.
+    paid: object = None
+
 
 class BudgetExceeded(SendingStopped):
     """--max-requests or --max-cost would be exceeded: the run stops sending."""
+
+
+class OverCap(BudgetExceeded):
+    """One request could pass --max-cost even if nothing else were in flight, while a smaller
+    one still fits: that request is not sent (its abstract is not run), the run goes on."""
 
 
 class RequestFailed(Exception):

@@ -179,6 +179,12 @@ class RunOptions(BaseModel):
             raise TypeError(f"{name!r} is `tagger run`'s; in Python, {instead}")
         raise TypeError(f"unknown option {name!r}: see help(tagger.tag)")
 
+    @property
+    def first_senders(self) -> int:
+        """Senders whose first requests find nothing in the provider's prompt cache: a Ray
+        run's actors, else one (what every dry run, a cascade's too, counts in full)."""
+        return self.ray_actors if self.ray else 1
+
     def config(self) -> RunConfig:
         """The validated run configuration (ConfigError or UsageError if it cannot be one)."""
         from tagger.project import default_cache_dir

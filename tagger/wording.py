@@ -33,3 +33,13 @@ def clip(text: str, limit: int) -> str:
     if space > limit // 2:  # else one huge word (a URL): cut it, marked
         cut = cut[:space]
     return cut.rstrip(" ,;:") + "…"
+
+
+def dollars(value: float) -> str:
+    """US$ to four decimals, or three significant digits under a cent: '$1.2500', '$0.000452'
+    (at today's prices one request costs a fraction of a cent: four decimals show $0.0005)."""
+    if value != value or value in (float("inf"), float("-inf")):
+        return f"${value}"
+    if abs(value) >= 0.01 or value == 0:
+        return f"${value:.4f}"
+    return f"${value:.3g}" if abs(value) < 1e-6 else f"${value:.6f}".rstrip("0")

@@ -135,7 +135,7 @@ def test_a_pack_lines_custom_id_is_derived_from_its_abstracts(tagger_cli: Tagger
         assert len(pack_items(first_user_message(line["body"])) or [None]) == len(keys)
         assert all(job["items"][key]["status"] == "ok" for key in keys)
         body = line["body"]
-        assert body.get("max_completion_tokens", body.get("max_tokens")) == 400 * len(keys)
+        assert body.get("max_completion_tokens", body.get("max_tokens")) == 200 * (len(keys) + 1)
 
 
 def _break_one(snippet: str, change: str, times: int = 1) -> Any:
@@ -321,18 +321,34 @@ def _held(cli: TaggerCLI, name: str) -> float:
     return held
 
 
-def test_max_cost_holds_each_line_at_its_worst(tagger_cli: TaggerCLI) -> None:
+def test_a_tight_cap_sends_the_lines_that_fit_and_the_rest_in_later_rounds(
+    tagger_cli: TaggerCLI,
+) -> None:
+    # Each line is held at its worst until its batch's bill replaces that: at 60% of what the
+    # whole job holds, the first round takes the lines that fit and the next ones the rest,
+    # as the bill leaves room (they were written `not run` before).
     cap = _held(tagger_cli, "full") * 0.6
-    rows, manifest = _batch(tagger_cli, "capped", "--per-request", 8, "--max-cost", cap, code=1)
+    _, manifest = _batch(tagger_cli, "capped", "--per-request", 8, "--max-cost", cap)
     job = _job(tagger_cli.tmp / "capped" / "cache")
     assert job["estimated_cost"] <= cap  # what it spent: the canary and the lines' bill
     assert not any(record.get("held") for record in job["batches"])  # collected: nothing held
     assert manifest["estimated_cost_usd"] <= cap
-    assert 0 < manifest["ok"] < SEEDS and manifest["failed"] == 0
-    assert all("--max-cost" in r["error"] for r in rows if r["status"] != "ok")
-    # A pack over what is left is split: abstracts alone where one fits.
-    sizes = _line_sizes(tagger_cli.fake)[-1]
-    assert 8 in sizes and 1 in sizes, sizes
+    assert manifest["ok"] == SEEDS and manifest["not_run"] == 0
+    sizes = _line_sizes(tagger_cli.fake)[1:]  # this job's batches (the first is _held's)
+    # The first round's canary, a whole pack, went live; the job's one line of 1 is the 57th.
+    assert len(sizes) >= 2 and sum(map(sum, sizes)) == SEEDS - 8, sizes
+    assert [size for sent in sizes for size in sent].count(1) == 1, sizes  # waited, not split
+
+
+def test_a_line_that_fits_no_round_is_not_run_with_its_worst_case(tagger_cli: TaggerCLI) -> None:
+    # Less than a pack line's worst once the canary is paid: packs split, and lines of one
+    # that fit nowhere say by how much.
+    cap = _held(tagger_cli, "full") / 20
+    rows, manifest = _batch(tagger_cli, "capped", "--per-request", 8, "--max-cost", cap, code=1)
+    assert manifest["estimated_cost_usd"] <= cap and 0 < manifest["not_run"] < SEEDS
+    errors = [r["error"] for r in rows if r["status"] != "ok"]
+    assert all(f"--max-cost ${cap:g} would be exceeded by" in e for e in errors), errors[0]
+    assert all("left of the cap" in e or "any further request" in e for e in errors), errors[0]
 
 
 def test_a_collected_batch_holds_its_bill_not_its_worst(
@@ -377,6 +393,24 @@ def test_the_dry_run_counts_pack_lines_and_the_live_canary(tagger_cli: TaggerCLI
     assert (report.requests, report.batch) == (8, True)
     assert report.batch_cost == pytest.approx(total, abs=0.00005)
     assert len(pack_items(report.first_messages[-1]["content"]) or ()) == 8
+
+
+def test_the_dry_run_says_the_cap_one_round_holds_and_the_rounds_under_less(
+    tagger_cli: TaggerCLI,
+) -> None:
+    report = estimate(SEEDS_DIR, model=MODEL, batch=True, per_request=8, api_key="sk-x",
+                      base_url=tagger_cli.fake.base_url)  # fmt: skip
+    held = _held(tagger_cli, "full")  # what the job really holds once submitted
+    assert report.unheld_cap is not None and held <= report.unheld_cap <= held * 1.2
+    _, manifest = _batch(tagger_cli, "unheld", "--per-request", 8, "--max-cost", report.unheld_cap)
+    assert manifest["ok"] == SEEDS and manifest["batch"]["rounds"] == 1
+    cap = report.unheld_cap * 0.6
+    result = tagger_cli.run("--model", MODEL, "--batch", "--per-request", 8, "--dry-run",
+                            "--max-cost", cap)  # fmt: skip
+    text = one_line(result.output)
+    assert f"at least ${report.unheld_cap:.4f} for the whole job in one round" in text
+    rounds = int(text.split(f"at --max-cost ${cap:g}: about ")[1].split()[0])
+    assert rounds >= 2
 
 
 def test_a_repair_sent_live_goes_alone_the_rest_packed(tagger_cli: TaggerCLI) -> None:

@@ -153,7 +153,8 @@ async def _bigger_requests_stay_under_the_cap(seed: int) -> None:
     stats = await limiter.stats()
     assert stats.cost is not None and stats.cost <= cap
     assert sent, "nothing was sent: the test shows nothing"
-    assert stats.stopped == f"--max-cost ${cap:g} reached" and stats.refused >= 1
+    said = f"--max-cost ${cap:g} would be exceeded by the next request: its worst case $"
+    assert (stats.stopped or "").startswith(said) and stats.refused >= 1
     for gate in gates:
         await gate.aclose()
 
@@ -174,7 +175,10 @@ def test_a_lost_worker_s_permits_are_charged_at_their_most_after_its_lease() -> 
         assert limiter.grant(8, 1000, held=worst, worker="b").times == ()
     now[0] = 131.0  # the lease is over: a's six permits are charged at their most, $0.0096
     refused = limiter.grant(8, 1000, held=worst, worker="b")
-    assert refused.times == () and refused.state.stopped == "--max-cost $0.01 reached"
+    assert refused.times == () and refused.state.stopped == (
+        "--max-cost $0.01 would be exceeded by the next request: its worst case $0.0016 > "
+        "$0.0004 left of the cap"
+    )
     assert limiter.stats().cost == pytest.approx(0.0096)
     # If "a" was only slow, it is refused from now on, and what it says changes nothing.
     limiter.report(Report(used=Usage(1000, 10), settled=6, settled_held=worst), worker="a")

@@ -174,3 +174,31 @@ def test_ray_actors_send_the_run_s_prompt_cache_key_and_are_estimated_so(tmp_pat
     assert cached == 3 * (one.fixed_tokens // 128 * 128) > 0
     assert one.cost is not None and four.cost is not None and four.cost > one.cost
     assert "each of 4 actors" in four.cache_note
+
+
+def test_a_ray_cascade_dry_run_counts_each_actors_first_request_in_full(tmp_path: Path) -> None:
+    # The cascade's stages on Ray start as many actors as a plain --ray run: its dry run
+    # counts each actor's first request in full, by the same estimator (it counted one).
+    from tagger.cascade.stages import stage_config
+    from tests.harness import invoke
+
+    def shown(*extra: str) -> str:
+        args = ["run", SEEDS_DIR, "-o", tmp_path / "out.jsonl", "--dry-run", "--api-key",
+                TEST_KEY, "--cascade", f"{MODEL},gpt-5.4-mini", "--target", "0.9"]  # fmt: skip
+        result = invoke([*args, "--cache-dir", tmp_path / "cache", *extra])
+        assert result.exit_code == 0, result.output
+        return " ".join(result.output.split())
+
+    options = RunOptions(model=MODEL, prompts_dir=PROMPTS_DIR, cache_dir=tmp_path / "cache",
+                         api_key=TEST_KEY, cascade=f"{MODEL},gpt-5.4-mini", target=0.9,
+                         ray=True, ray_actors=4)  # fmt: skip
+    config = options.config()
+    assert options.first_senders == 4
+    local, on_ray = shown(), shown("--ray", "--ray-actors", "4")
+    for model in (MODEL, "gpt-5.4-mini"):
+        stage = stage_config(config, model, [])
+        one = dry_run(stage, scan([SEEDS_DIR]), PriceTable()).cost
+        four = dry_run(stage, scan([SEEDS_DIR]), PriceTable(), senders=4).cost
+        assert one is not None and four is not None and f"${four:.4f}" != f"${one:.4f}"
+        assert f"${four:.4f} ({model}, to send)" in on_ray
+        assert f"${one:.4f} ({model}, to send)" in local

@@ -218,3 +218,48 @@ def test_ctrl_c_stops_a_sender_that_a_reply_woke_in_the_same_turn() -> None:
 
     assert asyncio.run(scenario()) == ["not sent", "interrupted=True"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handed back
+
+
+# -- 4. Ctrl-C in a notebook: the run's loop is in another thread ---------------------------------
+
+
+def test_a_notebook_interrupt_stops_sending_before_the_run_loop_turns_again() -> None:
+    # In a notebook the KeyboardInterrupt reaches the waiting thread; a cancel scheduled on the
+    # run's loop comes a turn later, after the senders replies woke in the meantime: the runners
+    # are told to stop from the waiting thread itself, before anything else.
+    import threading
+
+    from tagger.calling import RunnerStops, in_worker_thread
+
+    gate = SendGate(concurrency=2)
+    runner = _Runner(gate)
+    stops = RunnerStops()
+    detach = stops.attach(runner)  # type: ignore[arg-type]
+    told = threading.Event()
+    seen: list[str] = []
+
+    def on_interrupt() -> None:
+        stops.stop()
+        told.set()
+
+    async def cell() -> None:
+        main = threading.main_thread().ident
+        assert main is not None
+        signal.pthread_kill(main, signal.SIGINT)  # Ctrl-C while a reply is being read here
+        told.wait(SAFETY_TIMEOUT)
+        try:
+            async with gate.slot():  # the sender that reply woke, in the same turn
+                seen.append("sent")
+        except SendingStopped:
+            seen.append("not sent")
+        await asyncio.sleep(SAFETY_TIMEOUT)  # cancelled by the interrupt
+
+    try:
+        in_worker_thread(cell, on_interrupt)
+    except KeyboardInterrupt:
+        seen.append("raised")
+    detach()
+    assert seen == ["not sent", "raised"] and runner.interrupted
+    late = _Runner(SendGate(concurrency=1))
+    stops.attach(late)  # type: ignore[arg-type]  # a stage that starts after the interrupt
+    assert late.gate.stopped and late.interrupted

@@ -149,8 +149,10 @@ def test_weaker_modes_name_the_pack_and_a_grammar_caps_each_answer() -> None:
 
 
 def test_the_token_limit_is_per_answer() -> None:
+    # The whole limit for the first answer, half of it for each other (averages even out).
+    assert pack_params({"max_tokens": 401}, 3) == {"max_tokens": 401 + 2 * 201}
     assert pack_params({"max_tokens": 400, "temperature": 0}, 8) == {
-        "max_tokens": 3200,
+        "max_tokens": 1800,
         "temperature": 0,
     }
     assert pack_params({"max_tokens": 400}, 1) == {"max_tokens": 400}

@@ -112,7 +112,10 @@ def test_max_cost_holds_each_permit_at_its_most_and_waits_for_answers_to_settle(
     assert len(last.times) == 1 and last.state.stopped is None
     limiter.report(Report(used=each, settled=1, settled_held=worst))
     refused = limiter.grant(want=8, tokens=1000, held=worst)
-    assert refused.times == () and refused.state.stopped == "--max-cost $0.01 reached"
+    assert refused.times == () and refused.state.stopped == (
+        "--max-cost $0.01 would be exceeded by the next request: its worst case $0.0016 > "
+        "$0.0009 left of the cap"
+    )
     assert limiter.stats().cost is not None and limiter.stats().cost <= 0.01
 
 

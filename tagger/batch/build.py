@@ -24,6 +24,7 @@ from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.sending.params import RequestRules
 from tagger.usage import RequestEstimate, Usage
+from tagger.wording import dollars
 
 # Lines looked at for distinct body shapes before a round (tagger.pipeline.canary).
 CANARY_LOOKAHEAD = 200
@@ -34,15 +35,19 @@ class SpendCap:
 
     A batch is billed once its lines are answered, hours later, and cannot be stopped on the
     way: so each line is held at its worst case, its prompt uncached and every token its limit
-    allows (a pack's: the per-answer limit times its abstracts), as a live request is held
+    allows (a pack's: prompting.packs.pack_limit), as a live request is held
     while in flight, until its batch is collected and its bill replaces what it held
     (tagger.batch.rounds); the job keeps what it spent (a rerun with a higher limit goes on).
+    A line that does not fit beside this round's holds, but would once they are replaced by
+    the bill they are expected to be, waits for the next round (`later`).
     """
 
     def __init__(self, config: RunConfig, prices: PriceTable, state: JobState) -> None:
         self.config = config
         self.prices = prices
         self.state = state
+        self.round_held = 0.0  # what this round's lines hold at their worst
+        self.round_expected = 0.0  # what they are expected to be billed
 
     @property
     def requests_spent(self) -> bool:
@@ -60,11 +65,29 @@ class SpendCap:
         if self.requests_spent:
             return f"--max-requests {config.max_requests} reached"
         cost = self.worst(estimate)
-        if config.max_cost is not None and state.estimated_cost + cost > config.max_cost:
-            return f"--max-cost ${config.max_cost:g} reached"
+        if config.max_cost is not None and not state.estimated_cost + cost <= config.max_cost:
+            left = config.max_cost - state.estimated_cost
+            if not left > 0:
+                return f"--max-cost ${config.max_cost:g} reached"
+            return (
+                f"--max-cost ${config.max_cost:g} would be exceeded by this line: its worst "
+                f"case {dollars(cost)} > {dollars(left)} left of the cap"
+            )
         state.submitted_requests += 1
         state.estimated_cost += cost
+        self.round_held += cost
+        expected = estimate.expected()
+        self.round_expected += self.prices.cost(config.client.model, expected, batch=True) or 0.0
         return None
+
+    def later(self, estimate: RequestEstimate) -> bool:
+        """Whether a line refused now fits once this round's holds are replaced by the bill
+        they are expected to be: it then waits for the next round instead of being not run."""
+        cap = self.config.max_cost
+        if cap is None or self.requests_spent or not self.round_held > 0:
+            return False
+        after = self.state.estimated_cost - self.round_held + self.round_expected
+        return after + self.worst(estimate) <= cap
 
 
 def request_line(custom_id: str, body: dict[str, object]) -> bytes:
@@ -253,6 +276,8 @@ def build_round(
             line = pending.pop(0)
             estimate = line.estimate(estimator, planner.mode)
             refusal = cap.refusal(estimate)
+            if refusal is not None and cap.later(estimate):
+                continue  # room once this round's bill replaces its holds: the next round
             if refusal is not None and len(line.keys) > 1 and not cap.requests_spent:
                 pending[:0] = planner.split(line)  # a pack over --max-cost: each alone may fit
                 continue

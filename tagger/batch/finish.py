@@ -118,12 +118,13 @@ async def write_rows(
     """
     config = plan.config
     assert config.batch is not None
-    gate = SendGate(
-        config.client.rpm, config.client.tpm, config.concurrency, _guard(job, plan, prices)
-    )
+    guard = _guard(job, plan, prices)
+    gate = SendGate(config.client.rpm, config.client.tpm, config.concurrency, guard)
     rules = request_rules(config.client, plan.prompt.params, job.adaptations, plan=plan)
     client = LLMClient(config.client, gate, rules, model_checked=True)  # by the batch job
     single = ItemTagger.for_plan(plan, client, ModeProbe(Mode(job.mode)))
+    if guard is not None and single.estimator is not None:
+        guard.know_least(single.estimator.least_worst())  # one too dear is skipped alone
     size = 1 if job.packing_stopped else per_request
     packing = PackingTagger(single, size, config.concurrency)
     tagger = BatchLeftovers(

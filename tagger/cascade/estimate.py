@@ -30,8 +30,12 @@ class CascadeEstimate:
     expected_note: str  # how the expectation was formed, or what it waits for
 
 
-def cascade_dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> CascadeEstimate:
-    """Both models' estimates over every abstract, and the expectation the cache allows."""
+def cascade_dry_run(
+    config: RunConfig, scan: InputScan, prices: PriceTable, *, senders: int = 1
+) -> CascadeEstimate:
+    """Both models' estimates over every abstract, and the expectation the cache allows.
+
+    `senders`: as for dry_run (a Ray run's actors, each stage's first requests in full)."""
     from tagger.cascade.job import check_cascade
 
     cascade = config.cascade
@@ -39,14 +43,18 @@ def cascade_dry_run(config: RunConfig, scan: InputScan, prices: PriceTable) -> C
     check_cascade(config, prices)  # a cascade that would be refused has no cost to show
     cheap_config = stage_config(config, cascade.cheap, [])
     strong_config = stage_config(config, cascade.strong, [])
-    cheap = dry_run(cheap_config, scan, prices)
-    strong = dry_run(strong_config, scan, prices)
-    expected, note = _expected(cheap_config, strong_config, scan, prices)
+    cheap = dry_run(cheap_config, scan, prices, senders=senders)
+    strong = dry_run(strong_config, scan, prices, senders=senders)
+    expected, note = _expected(cheap_config, strong_config, scan, prices, senders)
     return CascadeEstimate(cheap, strong, expected, note)
 
 
 def _expected(
-    cheap_config: RunConfig, strong_config: RunConfig, scan: InputScan, prices: PriceTable
+    cheap_config: RunConfig,
+    strong_config: RunConfig,
+    scan: InputScan,
+    prices: PriceTable,
+    senders: int,
 ) -> tuple[float | None, str]:
     cascade = cheap_config.cascade
     assert cascade is not None
@@ -90,7 +98,7 @@ def _expected(
         return decision.role(index) != "kept"
 
     given = SubsetScan.of(scan, escalated, scan.count - decision.kept)
-    report = dry_run(strong_config, given, prices)
+    report = dry_run(strong_config, given, prices, senders=senders)
     return report.cost, (
         f"the sample is cached: threshold {decision.threshold}, {given.count} rows for the "
         f"strong model, {report.unique - report.cached} of them not cached yet"

@@ -188,6 +188,23 @@ def print_batch_estimate(console: Console, report: DryRunReport, config: RunConf
         f"; ${report.batch_cost:.4f} in all, its first line sent live first as a test"
     )  # fmt: skip
     say(console, f"estimated cost with --batch: {spent} at Batch API prices (live: {live}){canary}")
+    from tagger.cli.tables import unheld_words
+
+    if report.unheld_cap is not None:
+        say(console, f"--max-cost: {unheld_words(report)}")
+    if config.max_cost is not None and report.unheld_cap is not None:
+        if report.cap_rounds is None:
+            said = (
+                "the last lines may not fit, if the bills come in as estimated (they would "
+                "be written not run: no round leaves room for their worst case)"
+            )
+        else:
+            said = (
+                f"about {report.cap_rounds} round{'s' * (report.cap_rounds != 1)} (the lines "
+                "that fit go first, the rest as each round's bill replaces its holds; repair "
+                "turns add rounds)"
+            )
+        say(console, f"at --max-cost ${config.max_cost:g}: {said}")
 
 
 @contextmanager

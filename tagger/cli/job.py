@@ -52,18 +52,18 @@ def run_command(command: RunCommand) -> None:
 
             if (problem := output_problem(command.output, scanned.files)) is not None:
                 raise UsageError(problem)
+        senders = options.first_senders  # a Ray run's actors: each one's first pays in full
         if command.dry_run and config.cascade is not None:
             from tagger.cascade.estimate import cascade_dry_run
             from tagger.cli.errortables import print_cascade_dry_run
 
             with _interruptible("during the dry run; nothing was sent"):
-                estimate = cascade_dry_run(config, scanned, price_table)
+                estimate = cascade_dry_run(config, scanned, price_table, senders=senders)
             print_dry_run(console, estimate.cheap)  # and the first prompt (the same for both)
             print_cascade_dry_run(console, estimate)
             return
         if command.dry_run:
             with _interruptible("during the dry run; nothing was sent"):
-                senders = options.ray_actors if options.ray else 1  # each actor's first
                 report = plan_dry_run(config, scanned, price_table, senders=senders)
             print_dry_run(console, report)
             if config.batch is not None:
@@ -98,7 +98,7 @@ def run_command(command: RunCommand) -> None:
         print_summary(console, stats, destination, quiet=command.quiet)
         if stats.interrupted:
             raise typer.Exit(EXIT_INTERRUPTED)
-        if stats.failed or stats.stop_reason:
+        if stats.failed or stats.stop_reason or stats.over_cap:
             raise typer.Exit(1)
 
 

@@ -106,11 +106,29 @@ def print_dry_run(console: Console, report: DryRunReport) -> None:
         table.add_row("floor", f"${report.floor_cost:.4f} (estimate = {ratio:.2f}x the floor)")
     if report.cache_note:
         table.add_row("prompt cache", cell(report.cache_note))
+    if report.unheld_cap is not None and not report.batch:
+        table.add_row("--max-cost", unheld_words(report))
     console.print(table)
     if report.first_messages:
         typer.echo("--- first prompt ---")
         for message in report.first_messages:
             typer.echo(printable(f"[{message['role']}]\n{message['content']}\n"))
+
+
+def unheld_words(report: DryRunReport) -> str:
+    """What --max-cost lets the run go without waiting for room, and why more than the
+    estimate (said for a live run's table and a batch's line)."""
+    assert report.unheld_cap is not None
+    if report.batch:
+        return (
+            f"at least ${report.unheld_cap:.4f} for the whole job in one round (every line is "
+            "held at its worst until its batch's bill is in)"
+        )
+    return (
+        f"at least ${report.unheld_cap:.4f} for no request to wait (each request in flight is "
+        "held at its worst until answered; with less, the last ones go a few at a time, and "
+        "the run stops before passing the cap)"
+    )
 
 
 # --- tagger prompts -----------------------------------------------------------------------------

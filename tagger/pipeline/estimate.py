@@ -128,6 +128,21 @@ class RequestEstimator:
             cache_write_tokens=written,
         ).limited_by(limit)
 
+    def least_worst(self) -> RequestEstimate:
+        """The least any request of the run can be billed at its worst (the spend guard's
+        `least`): only the part every request shares, in the mode that sends the least, and
+        the smallest token limit one abstract's request is sent with (a pack's, a cut-off
+        retry's are larger)."""
+        prompt = min(self.fixed_tokens(mode) for mode in Mode)
+        sent = self.rules.body_params(self.plan.prompt.params)
+        limit = sent.get("max_completion_tokens", sent.get("max_tokens"))
+        asked = self.plan.prompt.params.get("max_tokens")
+        if isinstance(limit, int) and isinstance(asked, int) and self.rules.reasoning:
+            # A reasoning model's room to think is cut to what is left, down to the reasoning
+            # expected (LLMClient._fitted).
+            limit = min(limit, asked + self.rules.expected_reasoning_tokens)
+        return RequestEstimate(prompt_tokens=prompt, completion_tokens=0).limited_by(limit)
+
 
 class RunEstimate:
     """The expected usage of a run's requests, added up: the first pays its prompt in full

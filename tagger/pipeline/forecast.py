@@ -15,6 +15,7 @@ from tagger.config import Mode, RunConfig
 from tagger.defaults import is_local_url
 from tagger.files.abstracts import Abstract, InputScan
 from tagger.pipeline.cache import AnswerCache
+from tagger.pipeline.capfit import batch_rounds, unheld_live_cap
 from tagger.pipeline.estimate import RequestEstimator, RunEstimate
 from tagger.pipeline.item import ModeProbe
 from tagger.pipeline.pack import pack_params
@@ -53,6 +54,13 @@ class DryRunReport:
     batch: bool = False  # --batch: the requests are a batch's lines
     # --batch: every line at Batch API prices but the first, sent live as the batch's canary.
     batch_cost: float | None = None
+    # The --max-cost under which nothing is held back: live, the expected cost plus the
+    # requests in flight at once at their worst; --batch, the canary and every line at its
+    # worst (a round holds them all until its bill is in). None: not priced.
+    unheld_cap: float | None = None
+    # --batch with --max-cost: the rounds the job's first requests take under it (the lines
+    # that fit go first, the rest as bills replace holds; None: some line never fits).
+    cap_rounds: int | None = None
 
 
 def dry_run(
@@ -70,6 +78,7 @@ def dry_run(
     model = config.client.model
     estimator = RequestEstimator(plan, rules, prices.cache_rule(model))
     total = RunEstimate(senders)
+    worst = _Worst()
     first: list[dict[str, str]] = []
     asked = _Asked(plan, cache)
     try:
@@ -91,6 +100,7 @@ def dry_run(
                 messages, params, mode, answers=len(items), first=first_request
             )
             total.add(estimate, own)
+            worst.add(estimate.worst())
     finally:
         if cache is not None:
             cache.close()
@@ -105,11 +115,18 @@ def dry_run(
     uncached = Usage(
         usage.prompt_tokens, usage.completion_tokens, 0, usage.reasoning_tokens, written
     )
-    batch_cost = None
+    batch_cost = unheld = rounds = None
     if config.batch is not None:
         canary = prices.cost(model, total.first)
         lines = prices.cost(model, usage - total.first, batch=True)
         batch_cost = None if canary is None or lines is None else canary + lines
+        unheld, rounds = worst.batch(prices, model, canary, lines, total.requests - 1, config)
+    else:
+        expected = prices.cost(model, usage, flex=flex)
+        largest = prices.cost(model, worst.largest, flex=flex)
+        if expected is not None and largest is not None:
+            in_flight = min(total.requests, config.concurrency * max(1, senders))
+            unheld = unheld_live_cap(expected, largest, in_flight)
     return DryRunReport(
         items=scan.count,
         unique=scan.unique,
@@ -132,7 +149,52 @@ def dry_run(
         requests=total.requests,
         batch=config.batch is not None,
         batch_cost=batch_cost,
+        unheld_cap=unheld,
+        cap_rounds=rounds,
     )
+
+
+class _Worst:
+    """The requests' worst cases: the first (a batch's canary, sent live), the others added
+    up, and the largest (the most any one request holds)."""
+
+    def __init__(self) -> None:
+        self.first: Usage | None = None
+        self.rest = NO_USAGE
+        self.largest = NO_USAGE
+
+    def add(self, worst: Usage) -> None:
+        if self.first is None:
+            self.first = worst
+        else:
+            self.rest += worst
+        if worst.prompt_tokens + worst.completion_tokens > (
+            self.largest.prompt_tokens + self.largest.completion_tokens
+        ):
+            self.largest = worst
+
+    def batch(
+        self,
+        prices: PriceTable,
+        model: str,
+        canary: float | None,
+        lines: float | None,
+        count: int,
+        config: RunConfig,
+    ) -> tuple[float | None, int | None]:
+        """A batch's unheld cap (the canary at its worst live, every line at its worst at
+        batch prices) and the rounds under --max-cost (from the lines' means)."""
+        canary_worst = prices.cost(model, self.first or NO_USAGE)
+        lines_worst = prices.cost(model, self.rest, batch=True)
+        if canary_worst is None or lines_worst is None or canary is None or lines is None:
+            return None, None
+        unheld = canary_worst + lines_worst
+        if config.max_cost is None or count <= 0:
+            return unheld, None
+        if not config.max_cost >= canary_worst:
+            return unheld, None  # not even the canary goes
+        rounds = batch_rounds(count, lines / count, lines_worst / count, config.max_cost, canary)
+        return unheld, rounds
 
 
 class _Asked:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tagger.config import Mode
-from tagger.errors import ConfigError, FormatRejected, RequestFailed
+from tagger.errors import ConfigError, FormatRejected, RequestFailed, SendingStopped
 from tagger.files.abstracts import Abstract
 from tagger.logcontext import about_abstract
 from tagger.pipeline.estimate import RequestEstimator
@@ -184,6 +184,9 @@ class ItemTagger:
                     return _ended(outcome, state, f"server rejected {mode.value}: {exc}")
                 mode = self.probe.mode
                 continue
+            except SendingStopped as exc:  # its earlier requests stay in the run's totals
+                exc.paid = state.usage
+                raise
             except RequestFailed as exc:  # the client's retries are spent, or pointless
                 state = state.sent(budget.used - state.attempts)
                 decision = policy.on_failure(state, Failure(exc.reason, retryable=False))

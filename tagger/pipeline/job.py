@@ -126,6 +126,8 @@ async def tag_into(
     # Packing: the first request goes alone even in a forced mode (the prefix is then cached).
     probe = ModeProbe(config.mode, warm_up=per_request > 1)
     single = ItemTagger.for_plan(plan, client, probe)
+    if guard is not None and single.estimator is not None:
+        guard.know_least(single.estimator.least_worst())  # one too dear is skipped alone
     packing = PackingTagger(single, per_request, config.concurrency)
     tagger: AbstractTagger = packing if per_request > 1 else single
     runner = LiveRunner(plan, tagger, client, cache, writer, progress, prices)
@@ -140,7 +142,8 @@ async def tag_into(
         if cache is not None:
             cache.close()
         packing.counts.record(runner.stats)
-    status = "interrupted" if stats.interrupted else "stopped" if stats.stop_reason else "complete"
+    stopped = stats.stop_reason or stats.over_cap  # rows not run, by a stop or by the cap
+    status = "interrupted" if stats.interrupted else "stopped" if stopped else "complete"
     return stats, build_manifest(config, plan, scan, output, stats, status, started)
 
 

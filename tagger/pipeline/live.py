@@ -14,6 +14,7 @@ from tagger.errors import (
     BudgetExceeded,
     CacheWriteError,
     FatalAPIError,
+    OverCap,
     SendingStopped,
     TaggerError,
     UsageError,
@@ -27,10 +28,11 @@ from tagger.pipeline.outcome import Outcome, Status
 from tagger.pipeline.progress import LiveCounts, ProgressSink, stop_advice
 from tagger.pipeline.stats import RunStats
 from tagger.pipeline.summary import floor_usage
+from tagger.pipeline.totals import RunPricing, finish_stats
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.sending.client import LLMClient
-from tagger.usage import NO_USAGE
+from tagger.usage import NO_USAGE, Usage
 from tagger.wording import clip
 
 
@@ -202,7 +204,12 @@ class LiveRunner:
         return entry_outcome(self.cache.get(key)) if key in self._stored else None
 
     async def _tag_and_store(self, abstract: Abstract, key: str) -> Outcome:
-        outcome = await self.tagger.tag_abstract(abstract, key)
+        try:
+            outcome = await self.tagger.tag_abstract(abstract, key)
+        except SendingStopped as exc:  # stopped after paying for an earlier turn: counted
+            if isinstance(exc.paid, Usage):
+                self.stats.usage += exc.paid
+            raise
         # Spend is counted on completion, not when the row is written, so budgets see it early.
         if not outcome.prepaid:
             self.stats.usage += outcome.usage
@@ -225,7 +232,9 @@ class LiveRunner:
         if task.cancelled():
             return
         exc = task.exception()
-        if isinstance(exc, SendingStopped):
+        if isinstance(exc, OverCap):  # this abstract's request alone: the others go on
+            self.stats.over_cap += 1
+        elif isinstance(exc, SendingStopped):
             self.request_stop(str(exc), limit=isinstance(exc, BudgetExceeded))
         elif isinstance(exc, FatalAPIError | UsageError) and self.fatal is None:
             self.fatal = exc
@@ -234,21 +243,6 @@ class LiveRunner:
 
     def _on_answer(self, task: asyncio.Future[Outcome]) -> None:
         self.progress.answered(self._result_of(task).status)
-
-    def _cost(self, served: tuple[str, ...]) -> float | None:
-        # Priced by the model the server says answered, when it names one (a local server that
-        # ignores --model is no OpenAI model, and costs n/a), else by the one asked for.
-        model = served[0] if len(served) == 1 else self.config.client.model
-        flex = self.config.client.service_tier == "flex"
-        return self.prices.cost(model, self.stats.usage, flex=flex)
-
-    def _parts(self, served: tuple[str, ...]) -> tuple[dict[str, float] | None, float | None]:
-        """What the run paid by kind of token, and the floor of its answers, in US$."""
-        model = served[0] if len(served) == 1 else self.config.client.model
-        flex = self.config.client.service_tier == "flex"
-        parts = self.prices.cost_parts(model, self.stats.usage, flex=flex)
-        floor = self.prices.cost(model, self.stats.floor_usage, batch=self.floor_batch, flex=flex)
-        return parts, floor
 
     def _write(self, item: _Pending) -> None:
         outcome = self._result(item)
@@ -298,7 +292,13 @@ class LiveRunner:
             return self._not_run(self.stop_reason or "cancelled")
         exc = future.exception()
         if isinstance(exc, SendingStopped):
-            return self._not_run(exc)
+            outcome = self._not_run(exc)
+            if isinstance(exc, OverCap):  # the run goes on: its own advice
+                advice = stop_advice(limit=True, fatal=False, cached=self.cache is not None)
+                outcome = Outcome.not_run(exc, advice)
+            if isinstance(exc.paid, Usage):  # what its earlier turns cost, on its row too
+                outcome.usage = exc.paid
+            return outcome
         if isinstance(exc, TaggerError):  # its message is written for the user: no class name
             return Outcome.failed(f"failed: {exc}")
         if exc is not None:
@@ -312,36 +312,16 @@ class LiveRunner:
         self.tagger.cancel()
 
     def _finish_stats(self) -> None:
-        stats = self.stats
         # Each collaborator reports a snapshot of its own counters.
-        sent, mode = self.client.snapshot(), self.tagger.snapshot()
-        stats.requests = sent.requests
-        stats.model_listings = sent.model_listings
-        stats.retries = sent.retries
-        stats.cost = self._cost(sent.served_models)
-        stats.cost_parts, stats.floor_cost = self._parts(sent.served_models)
-        stats.refused_requests = sent.gate.refused
-        stats.usage_estimated = sent.usage_estimated
-        if stats.cost is None:
-            served = sent.served_models
-            stats.price_note = self.prices.note(
-                served[0] if len(served) == 1 else self.config.client.model
-            )
-        stats.request_rules = sent.rules
-        stats.adaptations = list(sent.adaptations)
-        stats.served_models = list(sent.served_models)
-        stats.service_tiers = list(sent.service_tiers)
-        if self.config.client.logprobs and not sent.logprobs:
-            stats.confidence_note = "no task_area_confidence: the model returns no logprobs"
-        stats.top_errors = [
-            {"reason": reason, "count": count} for reason, count in self._errors.most_common(3)
-        ]
-        stats.mode = mode.mode
-        stats.mode_fallbacks = list(mode.fallbacks)
-        stats.stop_reason = self.stop_reason
-        stats.stop_advice = self.stop_advice or None
-        stats.rate_limit_pause = round(sent.gate.paused_seconds, 3)
-        stats.learned_limits = list(sent.gate.learned)
+        finish_stats(
+            self.stats,
+            self.client.snapshot(),
+            self.tagger.snapshot(),
+            RunPricing(self.prices, self.config, self.floor_batch),
+            self._errors,
+        )
+        self.stats.stop_reason = self.stop_reason
+        self.stats.stop_advice = self.stop_advice or None
 
 
 def _is_ready(item: _Pending) -> bool:

@@ -40,7 +40,7 @@ class PackReply:
 
 
 def pack_params(params: Mapping[str, Any], count: int) -> dict[str, Any]:
-    """A pack's params: the per-answer token limit (max_tokens) times the abstracts in it."""
+    """A pack's params: its token limit from the per-answer one (max_tokens; pack_limit)."""
     sent = dict(params)
     if "max_tokens" in sent:
         sent["max_tokens"] = pack_limit(sent["max_tokens"], count)

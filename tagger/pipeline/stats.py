@@ -47,6 +47,9 @@ class RunStats:
     floor_usage: Usage = NO_USAGE
     floor_cost: float | None = None
     refused_requests: int = 0  # refused by --max-cost or --max-requests
+    # Abstracts not sent because their request's worst case was over what was left of
+    # --max-cost while smaller ones still fitted (the run went on with those).
+    over_cap: int = 0
     per_request: int = 1  # abstracts asked about per request at most (--per-request)
     packs: int = 0  # requests that asked about several abstracts
     pack_fallbacks: int = 0  # packs whose reply was unusable as a whole: each asked alone

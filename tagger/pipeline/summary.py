@@ -9,6 +9,7 @@ from typing import Any
 from tagger.pipeline.stats import RunStats
 from tagger.pricing import count_text_tokens
 from tagger.usage import Usage
+from tagger.wording import plural
 
 __all__ = [
     "bill_to_floor",
@@ -53,6 +54,10 @@ def summarise(stats: RunStats) -> Sequence[tuple[str, str]]:
         rows.append(("packing", stats.packing_stopped))
     if stats.refused_requests:
         rows.append(("refused by cap", str(stats.refused_requests)))
+    if stats.over_cap:
+        rows.append(("over the cap", f"{plural(stats.over_cap, 'abstract')} not sent: each "
+                     "one's worst case was more than was left of --max-cost (its row says by "
+                     "how much); the run went on with those that fitted"))  # fmt: skip
     if stats.usage_estimated:
         rows.append(("usage estimated", f"{stats.usage_estimated} replies without a sane usage"))
     if stats.stop_reason:

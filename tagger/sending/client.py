@@ -174,6 +174,7 @@ class LLMClient:
         if estimate is not None:  # the most it can be billed follows the limit this body sends
             limit = body.get("max_completion_tokens", body.get("max_tokens"))
             estimate = estimate.limited_by(limit)
+            body, estimate = self._fitted(body, estimate, params)
         retrying = AsyncRetrying(
             retry=retry_if_exception(worth_retrying),
             stop=lambda _state: budget.remaining <= 0,
@@ -211,6 +212,22 @@ class LLMClient:
                 )
             raise self._final(exc, mode) from None
         raise AssertionError("unreachable: tenacity either returns or raises")
+
+    def _fitted(
+        self, body: dict[str, Any], estimate: RequestEstimate, params: dict[str, Any]
+    ) -> tuple[dict[str, Any], RequestEstimate]:
+        """A request too dear alone for what is left of --max-cost because of a reasoning
+        model's room to think: that room cut to what fits, never below the answer's own limit
+        plus the reasoning expected (a cut-off answer is asked again with twice the limit)."""
+        guard, asked = self.gate.guard, params.get("max_tokens")
+        if guard is None or not isinstance(asked, int) or isinstance(asked, bool):
+            return body, estimate
+        fitted = guard.fitted_limit(estimate, asked + estimate.reasoning_tokens)
+        if fitted is None:
+            return body, estimate
+        name = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+        log.info("%s %s -> %d: what is left of --max-cost", name, body.get(name), fitted)
+        return {**body, name: fitted}, estimate.limited_by(fitted)
 
     async def send_exact(
         self, body: dict[str, Any], estimate: RequestEstimate | None = None

@@ -11,8 +11,9 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tagger.errors import BudgetExceeded
+from tagger.errors import BudgetExceeded, OverCap
 from tagger.usage import NO_USAGE, RequestEstimate, Usage
+from tagger.wording import dollars
 
 # A reservation: a request's estimate (held at its worst), the usage itself, or bare tokens
 # (priced as output, the dearer side).
@@ -45,7 +46,10 @@ class SpendGuard:
     uncached at the input price, every token its limit allows at the output price) until its
     real usage replaces that. A request that could pass the cap only if those in flight cost
     their worst waits for them to settle (wait_for_room); one that could pass it even if they
-    cost nothing is refused (BudgetExceeded), and counted.
+    cost nothing is refused, and counted: OverCap (that request is not sent, the run goes on
+    with those that fit) while what is left still holds the least any request of the run can
+    cost at its worst (`least`), else BudgetExceeded (nothing can be sent: the run stops).
+    Without `least` every such refusal stops the run (a cluster's permits, all alike).
     """
 
     def __init__(
@@ -54,6 +58,7 @@ class SpendGuard:
         max_cost: float | None,
         cost_of: Callable[[Usage], float | None],
         spent: SpentBefore | None = None,
+        least: Held | None = None,
     ) -> None:
         self.given_requests, self.given_cost = max_requests, max_cost  # the user's caps
         self.spent = spent or SpentBefore()
@@ -64,6 +69,9 @@ class SpendGuard:
         self.max_requests = max_requests  # what is left of them for this guard's requests
         self.max_cost = max_cost
         self.cost_of = cost_of
+        # The least any request of the run can be billed at its worst (its shortest prompt,
+        # its smallest token limit): while that fits, a request that does not is skipped alone.
+        self.least = None if least is None else held_usage(least)
         self.sent = 0
         self.refused = 0  # requests refused by --max-cost or --max-requests
         self.used = NO_USAGE
@@ -74,7 +82,7 @@ class SpendGuard:
     def reserve(self, held: Held) -> None:
         """Count a request about to be sent, or raise BudgetExceeded."""
         if not self.try_reserve(held):
-            raise self._refuse("cost")
+            raise self._refuse("cost", held_usage(held))
 
     def try_reserve(self, held: Held, requests: int = 1) -> bool:
         """Reserve `requests` requests (0: more for one already reserved); False if they must
@@ -85,9 +93,13 @@ class SpendGuard:
         if self.max_cost is not None:
             alone = self.cost_of(self.used + worst)
             if alone is not None and not alone <= self.max_cost:  # NaN is over, too
-                raise self._refuse("cost")
+                raise self._over(worst)
             cost = self.cost_of(self.used + self._reserved + worst)
             if cost is not None and not cost <= self.max_cost:
+                if not requests and self._in_flight <= 1:
+                    # More for the one request in flight, which holds the rest: nothing else
+                    # will settle to make room (a Ray permit's request waited for ever).
+                    raise self._over(self._reserved + worst)
                 return False
         self.sent += requests
         self._in_flight += requests
@@ -98,7 +110,7 @@ class SpendGuard:
         """Reserve a request once the requests in flight leave room (BudgetExceeded: never)."""
         while not self.try_reserve(held):
             if self._in_flight == 0:  # nothing will settle: the cap is the answer
-                raise self._refuse("cost")
+                raise self._refuse("cost", held_usage(held))
             if self._settled is None:
                 self._settled = asyncio.Event()
             await self._settled.wait()
@@ -117,24 +129,79 @@ class SpendGuard:
         self.used += used
         self._wake()
 
-    def reached(self) -> str:
-        """What the cap that stopped the run is, in the stop's words (--max-cost first)."""
-        return self._words("cost" if self.max_cost is not None else "requests")
+    def fitted_limit(self, estimate: RequestEstimate, lowest: int) -> int | None:
+        """The largest token limit, at least `lowest`, under which a request that cannot fit
+        alone in what is left of --max-cost would (None: it fits as it is, or not even so)."""
+        limit = estimate.completion_limit
+        if self.max_cost is None or limit is None or lowest >= limit:
+            return None
 
-    def _refuse(self, kind: str) -> BudgetExceeded:
+        def fits(bound: int) -> bool:
+            cost = self.cost_of(self.used + estimate.limited_by(bound).worst())
+            return cost is not None and cost <= (self.max_cost or 0.0)
+
+        if fits(limit) or not fits(lowest):
+            return None
+        low, high = lowest, limit  # fits(low), not fits(high)
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if fits(middle) else (low, middle)
+        return low
+
+    def know_least(self, least: Held) -> None:
+        """The least any request of the run can be billed at its worst (see `least`)."""
+        self.least = held_usage(least)
+
+    def left(self) -> float | None:
+        """What is left of --max-cost for this guard's requests, in US$ (None: no cap)."""
+        if self.max_cost is None:
+            return None
+        return self.max_cost - (self.cost_of(self.used) or 0.0)
+
+    def _refuse(self, kind: str, worst: Usage = NO_USAGE) -> BudgetExceeded:
         self.refused += 1
-        return BudgetExceeded(self._words(kind))
+        if kind == "cost":
+            return BudgetExceeded(self._cost_words(worst, "the next request"))
+        return BudgetExceeded(self._requests_words())
 
-    def _words(self, kind: str) -> str:
+    def _over(self, worst: Usage) -> BudgetExceeded:
+        """A request that cannot fit even alone: skipped while the least request still fits,
+        else the stop of the run."""
+        self.refused += 1
+        least = self.least
+        if least is not None:
+            cost = self.cost_of(self.used + least)
+            if cost is not None and cost <= (self.max_cost or 0.0):
+                return OverCap(self._cost_words(worst, "this request"))
+            return BudgetExceeded(self._cost_words(least, "any further request"))
+        return BudgetExceeded(self._cost_words(worst, "the next request"))
+
+    def _cost_words(self, worst: Usage, which: str) -> str:
+        """Why --max-cost refuses `which` request: what it can cost at its worst against what
+        is left (the cap is "reached" only when nothing is left of it)."""
+        said = f"--max-cost ${self.given_cost:g}"
+        left = self.left() or 0.0
         spent = self.spent
-        if kind == "requests":
-            said = f"--max-requests {self.given_requests} reached"
-            if spent.requests:
-                said += f" ({spent.by} sent {spent.requests}; {self.max_requests} were left)"
-            return said
-        said = f"--max-cost ${self.given_cost:g} reached"
         if spent.cost:
-            said += f" ({spent.by} spent ${spent.cost:.4f}; ${self.max_cost:.4f} was left)"
+            said += f" ({spent.by} spent {dollars(spent.cost)})"
+        if not left > 0:
+            return f"{said} reached"
+        cost = self.cost_of(worst) or 0.0
+        if which == "any further request":
+            return (
+                f"{said} would be exceeded by any further request: {dollars(left)} left, "
+                f"less than the least one can cost at its worst ({dollars(cost)})"
+            )
+        return (
+            f"{said} would be exceeded by {which}: its worst case {dollars(cost)} > "
+            f"{dollars(left)} left of the cap"
+        )
+
+    def _requests_words(self) -> str:
+        spent = self.spent
+        said = f"--max-requests {self.given_requests} reached"
+        if spent.requests:
+            said += f" ({spent.by} sent {spent.requests}; {self.max_requests} were left)"
         return said
 
     def _wake(self) -> None:
