@@ -243,12 +243,13 @@ def read_abstracts(
 
 
 def _file_records(item: dict[str, Any], wanted: Any = None) -> Iterator[dict[str, Any]]:
-    """The records of one input file at the wanted positions, indexed from its offset."""
-    bits: bytes | None = None
+    """The records of one input file at the wanted positions (a bitmap, or a reference to
+    one in Ray's object store; None: all), indexed from its offset."""
+    bits: bytes | None = wanted
     if wanted is not None:
         import ray
 
-        bits = ray.get(wanted)
+        bits = ray.get(wanted) if isinstance(wanted, ray.ObjectRef) else wanted
     offset = int(item["offset"])
     for abstract in iter_abstracts([Path(item["path"])]):
         index = offset + abstract.index
