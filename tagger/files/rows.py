@@ -75,8 +75,9 @@ class Row(BaseModel):
 
     @property
     def not_run(self) -> bool:
-        """Written without an answer because the run stopped first (not a failure)."""
-        return not self.ok and (self.error or "").startswith(NOT_RUN)
+        """Written without an answer because the run stopped first (not a failure). Read by its
+        prefix without the space: a Ray part's row has always been counted so."""
+        return not self.ok and (self.error or "").startswith(NOT_RUN.rstrip())
 
     @classmethod
     def of(cls, values: dict[str, Any]) -> Row:
