@@ -15,9 +15,14 @@ answered request), and the limiter's own cost: grant calls a second and their me
 Then `tagger run --ray` itself (`--cli-actors`, `''` for none) against a fake enforcing
 `--cli-limit` per minute over every sliding second, quiet and with `--busy` busy loops beside it
 (`--loaded-only`: only loaded; `--actors ''` skips the simulated ones). Besides 429s and the
-limit used, it prints where the actors' time went, from tagger.ray's debug lines (written to a
-file per process by bench/raytrace/sitecustomize.py): grant round trips, permits given back
-unused, and the gaps in what the server received.
+limit used (over the whole span, and from the actors' first request: the driver's canary and
+Ray's start-up left out), it prints where the actors' time went, from tagger.ray's debug lines
+and a trace of every request stage by stage (written to files per process by
+bench/raytrace/sitecustomize.py, joined with the fake's trace): grant round trips, permits
+given back unused, each stage's delay (permit due, woken, request hook, socket, the fake's
+read and its judging), the most requests in any second at each stage, and the gaps in what
+the server received. `RAY_worker_niceness=15` in the environment runs the actors at Ray's
+own niceness (what `--ray` did before tagger set 0).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from tagger.config import ClientConfig, Mode, RunConfig
 from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.ray.actors import Limits, RayLink, start_limiter
+from tagger.ray.cluster import local_system_config
 from tagger.ray.gate import ClusterGate
 from tagger.ray.messages import Report
 from tagger.sending.client import AttemptBudget, LLMClient
@@ -171,9 +177,11 @@ def cli_run(
                 wall = time.perf_counter() - began
                 counts = server_stats(proc)
             gaps = idle_gaps(trace, per_minute)
+            trace_times = answered_times(trace)
             manifest = json.loads((Path(tmp) / "out.manifest.json").read_text())
             print("\n".join(worker_report(logs)), flush=True)
             print(after_the_wire(logs, trace, per_minute // 60), flush=True)
+            print("\n".join(stages(logs, trace, per_minute // 60)), flush=True)
     finally:
         for loop in loops:
             loop.kill()
@@ -184,10 +192,12 @@ def cli_run(
     span = float(counts.get("answered_span", 0.0))  # type: ignore[arg-type]
     used = (ok - 1) / (span * per_minute / 60) if span else 0.0
     version = "" if code is None else f" [{code.name}]"
+    actors_used = actors_share(trace_times, per_minute)
     version += "" if nice is None else f" (the fake at nice {nice})"
     return (
         f"tagger run --ray{version}, {actors} actors x {concurrency}, {busy} busy loops: exit "
         f"{done.returncode}, {ok} answered, {limited} x 429, limit used {used:6.1%} "
+        f"(from the actors' first request: {actors_used:6.1%}) "
         f"({wall:.1f} s whole command); {gaps}; permits {manifest.get('permits')}"
     )
 
@@ -275,6 +285,82 @@ def after_the_wire(logs: Path, trace: Path, cap: int) -> str:
     )
 
 
+STAGES = ("due", "woke", "hook", "wire", "written", "arrived", "limited_at")
+_MARKER = re.compile(r"Study number (\d+)")
+
+
+def stages(logs: Path, trace: Path, cap: int) -> list[str]:
+    """Each request attempt stage by stage (bench/raytrace: the actors' side, the fake's trace:
+    its side), joined by abstract: each stage's delay after the one before it, and the most
+    attempts in any one second at each stage (where runs of `cap + 1` first appear)."""
+    sent: dict[int, list[dict[str, float]]] = {}
+    for path in logs.glob("*.stages"):
+        for line in path.read_text().splitlines():
+            attempt = json.loads(line)
+            if attempt.get("marker") is not None:
+                sent.setdefault(attempt["marker"], []).append(attempt)
+    for attempts in sent.values():
+        attempts.sort(key=lambda a: a.get("wire", a.get("done", 0.0)))
+    rows = []
+    taken: dict[int, int] = {}
+    for line in trace.read_text().splitlines():
+        record = json.loads(line) if line else {}
+        found = _MARKER.search(record.get("note", ""))
+        if not found:
+            continue
+        marker = int(found.group(1))
+        index = taken[marker] = taken.get(marker, -1) + 1
+        attempts = sent.get(marker, [])
+        rows.append({**(attempts[index] if index < len(attempts) else {}), **record})
+    complete = [r for r in rows if all(r.get(stage) for stage in STAGES)]
+    nices = sorted({a.get("nice") for attempts in sent.values() for a in attempts}, key=str)
+    out = [
+        f"  stages: {len(rows)} attempts at the fake, {len(complete)} traced end to end "
+        f"(the actors' niceness: {nices})"
+    ]
+    for before, after in itertools.pairwise(STAGES):
+        delays = sorted(r[after] - r[before] for r in complete)
+        if delays:
+            pick = [delays[int(q * (len(delays) - 1))] * 1000 for q in (0.5, 0.9, 0.99)]
+            out.append(
+                f"    {before:>8} -> {after:<10} median {pick[0]:6.1f}  p90 {pick[1]:6.1f}  "
+                f"p99 {pick[2]:6.1f}  max {delays[-1] * 1000:6.1f} ms"
+            )
+    most = ", ".join(f"{s} {most_in_a_second([r[s] for r in complete])}" for s in STAGES)
+    out.append(f"    most in any one second at each stage: {most}")
+    refused = [r for r in complete if r.get("status") == 429]
+    for stage in STAGES:
+        runs = sum(1 for r in refused if _crowded(complete, r, stage, cap))
+        out.append(
+            f"    429s whose second was already over {cap} at {stage}: {runs}/{len(refused)}"
+        )
+    return out
+
+
+def _crowded(rows: list[dict[str, float]], refused: dict[str, float], stage: str, cap: int) -> bool:
+    """Whether, at `stage`, the admitted requests the fake judged in the second before a
+    refused one were already more than `cap` with it within one second."""
+    at = refused["limited_at"]
+    group = [r for r in rows if r.get("status") != 429 and at - 1.0 < r["limited_at"] <= at]
+    times = sorted([r[stage] for r in group] + [refused[stage]])
+    return len(times) > cap and times[-1] - times[0] < 1.0
+
+
+def answered_times(trace: Path) -> list[float]:
+    """When the fake judged each request it answered, in order."""
+    records = [json.loads(line) for line in trace.read_text().splitlines() if line]
+    return sorted(r["limited_at"] for r in records if r.get("status") == 200)
+
+
+def actors_share(times: list[float], per_minute: int) -> float:
+    """The share of the limit used from the actors' first answered request to the last: the
+    driver's canary (the first request, sent before Ray is joined) and Ray's start-up after
+    it left out."""
+    actors = times[1:]
+    span = actors[-1] - actors[0] if len(actors) > 1 else 0.0
+    return (len(actors) - 1) / (span * per_minute / 60) if span else 0.0
+
+
 def idle_gaps(trace: Path, per_minute: int) -> str:
     """Where the server waited for requests: the gaps between arrivals longer than 3 paces."""
     times = sorted(
@@ -293,7 +379,13 @@ def simulated(args: argparse.Namespace) -> None:
     """The simulated actors in this process, then the limiter's own capacity."""
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level="ERROR",
+        _system_config=local_system_config(None, os.environ),  # as `tagger run --ray`'s Ray
+    )
     print(f"limit {args.limit}/min enforced per second ({args.limit // 60}/s); "
           f"{args.seconds:g} s per row")  # fmt: skip
     for actors in (int(n) for n in args.actors.split(",") if n):

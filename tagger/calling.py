@@ -127,12 +127,13 @@ def in_worker_thread(
             loop.close()
 
     thread = threading.Thread(target=work, name="tagger-run", daemon=True)
-    thread.start()
     try:
+        thread.start()  # an interrupt may land while it starts: the run is stopped all the same
         return done.result()
     except KeyboardInterrupt:
         if on_interrupt is not None:
             on_interrupt()
         loop.call_soon_threadsafe(task.cancel)
+        concurrent.futures.wait([done])  # join() refuses a thread not yet marked started
         thread.join()
         raise

@@ -189,7 +189,17 @@ def ray_cluster() -> Iterator[str]:
     ray = pytest.importorskip("ray")
     started = not ray.is_initialized()
     if started:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+        from tagger.ray.cluster import WORKER_NICENESS
+
+        # Its workers at the niceness a Ray started by tagger gives them (tagger.ray.cluster):
+        # at Ray's 15, beside a loaded machine's work, the actors wake late and bunch requests.
+        ray.init(
+            address="local",
+            num_cpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            _system_config={"worker_niceness": WORKER_NICENESS},
+        )
     ray.data.DataContext.get_current().enable_progress_bars = False
     try:
         yield ray.get_runtime_context().gcs_address

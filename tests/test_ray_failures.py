@@ -83,3 +83,33 @@ def test_actors_leave_every_node_a_whole_cpu_or_the_run_stops_at_once(
     nodes[:] = [{"Alive": True, "Resources": {"CPU": 0.5}}, {"Alive": False}]
     with pytest.raises(RayFailed, match="no node of the cluster has a whole CPU"):
         cluster.actor_cpus(2, 0.25)
+
+
+def test_a_ray_tagger_starts_runs_its_workers_at_the_default_niceness() -> None:
+    # Ray's workers at niceness 15 get a few percent of a CPU beside any other work: the
+    # actors then wake late and bunch their requests. Only a Ray tagger starts is set so.
+    assert cluster.local_system_config(None, {}) == {"worker_niceness": 0}
+    assert cluster.local_system_config("auto", {}) == {}  # a cluster joined: its own settings
+    assert cluster.local_system_config(None, {"RAY_ADDRESS": "10.0.0.1:6379"}) == {}
+    assert cluster.local_system_config(None, {"RAY_ADDRESS": "local"}) == {"worker_niceness": 0}
+    assert cluster.local_system_config(None, {"RAY_worker_niceness": "15"}) == {}  # the user's
+
+
+def test_without_an_address_a_ray_already_started_here_is_joined_as_it_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[dict[str, Any]] = []
+
+    def init(**kwargs: Any) -> None:
+        calls.append(kwargs["_system_config"])
+        if kwargs["_system_config"]:  # what Ray says when it finds a `ray start` cluster
+            raise ValueError(
+                "When connecting to an existing cluster, _system_config must not be provided."
+            )
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.delenv("RAY_worker_niceness", raising=False)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", init)
+    cluster.connect(None)
+    assert calls == [{"worker_niceness": 0}, {}]

@@ -56,7 +56,8 @@ async def _woken_late() -> None:
     def written() -> None:  # what the HTTP client's request hook does
         mark = ON_WIRE.get()
         assert mark is not None
-        mark()
+        mark(False)
+        mark(True)
 
     class Told(AsyncLimiter):
         def __init__(self, limits: Limits) -> None:
@@ -93,11 +94,13 @@ def test_a_request_written_past_what_the_limiter_allows_for_is_held_back_unsent(
     gate._paced = True
     booked = time.time() - UNSURE_SECONDS - 1.0
     with pytest.raises(WrittenTooLate) as caught:
-        gate._left(booked, 0)
+        gate._left(booked, 0, False)
     assert gate._pending.unused == (booked,) and gate._pending.sent == ()
     assert is_transient(caught.value)
     on_time = time.time()
-    gate._left(on_time, 0)
+    gate._left(on_time, 0, False)
+    assert gate._pending.sent == ()  # about to be written: told once it is
+    gate._left(on_time, 0, True)
     assert gate._pending.sent[0][0] == on_time
 
 
@@ -118,3 +121,50 @@ def test_a_node_whose_clock_is_off_sets_it_by_the_limiter_s() -> None:
     asked = time.monotonic()
     slow.heard(time.time() + 1.0 - 0.5, asked, asked + 2.0)  # read at the middle, 0.5 s off
     assert slow.now() - time.time() == pytest.approx(0.0, abs=0.001)
+
+
+@pytest.mark.parametrize("absurd", [float("nan"), float("inf"), -1e9, 1e18, 3600.0, -0.5], ids=str)
+def test_an_absurd_send_time_from_a_worker_neither_stalls_nor_bursts_the_cluster(
+    absurd: float,
+) -> None:
+    # One worker says its request went at an absurd time (NaN, infinite, long before its
+    # permit, far in the future): the limiter keeps its pace, and no second holds more than
+    # its share of what was granted.
+    clock = Clock()
+    limiter = ClusterLimiter(rpm=600, tpm=None, budget=None, clock=clock)
+    granted: list[float] = []
+    told = Report()
+    while clock.now < 120.0:
+        grant = limiter.grant(want=4, tokens=0, report=told)
+        granted += grant.times
+        went = absurd if absurd < 0 or absurd != absurd else None
+        told = Report(
+            sent=tuple((at, (at + absurd) if went is None else absurd) for at in grant.times[:1])
+            + tuple((at, at) for at in grant.times[1:])
+        )
+        clock.now += 0.1
+    assert _most_in_any_second(granted) <= 10
+    assert len(granted) >= 0.9 * 10 * 20 * 0.97 * 0.95  # the pace is kept: not stalled
+    assert len(limiter._requests._recent) <= 40  # what it counts is what can fall in a window
+
+
+def test_a_step_of_the_wall_clock_moves_neither_the_limiter_s_clock_nor_a_worker_s_permits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # NTP steps the wall clock 10 s forward mid-run: read as is, the limiter would forget the
+    # last second's sends and grant a burst beside the permits workers hold; backward, it would
+    # stall for 10 s. Its clock is the wall clock when it started, advanced by the monotonic
+    # clock; a worker on the stepped node sees its wall clock provably off the limiter's and
+    # uses the offset its grants' round trips measured.
+    from tagger.ray import clock as clocks
+
+    limiter_now = clocks.steady_wall_clock()
+    worker = LimiterClock()
+    asked = time.monotonic()
+    worker.heard(limiter_now(), asked, asked + 0.002)
+    before = worker.now() - limiter_now()
+    real_time = time.time
+    for step in (10.0, -10.0):
+        monkeypatch.setattr(clocks.time, "time", lambda step=step: real_time() + step)
+        assert abs(limiter_now() - real_time()) < 0.05  # the limiter's clock did not step
+        assert abs(worker.now() - limiter_now() - before) < 0.05  # nor the worker's reading

@@ -11,6 +11,7 @@ used unless it is provably off by more than that.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 # How much an older estimate's error grows each time a grant brings a new one: a short round
 # trip long ago is not believed for ever (clocks drift, NTP steps).
@@ -44,3 +45,16 @@ class LimiterClock:
     def now(self) -> float:
         """The limiter's clock now."""
         return time.monotonic() - self.offset
+
+
+def steady_wall_clock() -> Callable[[], float]:
+    """The limiter's clock: the wall clock when it is made, advanced by the monotonic clock.
+
+    Workers on other nodes read it through their wall clocks, so it starts as the wall clock;
+    a step of the wall clock later (NTP) does not move it: stepped forward, the limiter would
+    forget the last second's sends and grant a burst beside the permits workers hold;
+    backward, it would hold every worker for the step. A worker whose wall clock stepped sees
+    it provably off and uses the offset its round trips measured (LimiterClock.offset).
+    """
+    wall, steady = time.time(), time.monotonic()
+    return lambda: wall + (time.monotonic() - steady)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+from collections.abc import Mapping
 
 from tagger.errors import RayFailed
 
@@ -12,6 +14,14 @@ from tagger.errors import RayFailed
 # CPU each (Ray's default) is never free when the actors hold a small cluster's spare CPUs, and
 # then the job waits forever with nothing sent.
 READ_CPUS = 0.25
+# Ray starts its workers at niceness 15 (its `worker_niceness`, to keep the raylet ahead of
+# CPU-heavy tasks). Tagger's actors mostly wait on the network and keep a rate limit to the
+# millisecond: beside any other work at the default niceness they get a few percent of a CPU,
+# wake up to a second late and write their requests in bunches (bench/ray_limiter.py). A Ray
+# that tagger starts runs its workers at the default niceness; a cluster the user started is
+# theirs to set (`RAY_worker_niceness=0 ray start ...`, docs/ray.md).
+WORKER_NICENESS = 0
+_NICENESS_VARIABLE = "RAY_worker_niceness"
 _LOCAL_ADVICE = (
     "retry; on a busy machine start Ray yourself (`ray start --head`) and pass --ray-address auto"
 )
@@ -23,15 +33,37 @@ def connect(address: str | None) -> None:
 
     if ray.is_initialized():
         return
-    try:
+
+    def start(system_config: dict[str, int]) -> None:
         ray.init(
             address=address,
             log_to_driver=False,
             include_dashboard=False,
             logging_level=logging.ERROR,  # its info lines would break tagger's progress bar
+            _system_config=system_config,
         )
+
+    system_config = local_system_config(address, os.environ)
+    try:
+        try:
+            start(system_config)
+        except ValueError as exc:
+            # Without an address Ray joins a Ray already started on this machine (`ray start`),
+            # whose settings are its own.
+            if not system_config or "_system_config" not in str(exc):
+                raise
+            start({})
     except Exception as exc:  # Ray's start-up and connection errors have no common class
         raise start_failure(address, exc) from None
+
+
+def local_system_config(address: str | None, environ: Mapping[str, str]) -> dict[str, int]:
+    """Ray's settings for a Ray that tagger starts (none for a cluster it joins, nor where the
+    user chose the workers' niceness): its workers at the default niceness."""
+    joins = environ.get("RAY_ADDRESS", "") not in ("", "local")  # "local": start one
+    if address is not None or joins or _NICENESS_VARIABLE in environ:
+        return {}
+    return {"worker_niceness": WORKER_NICENESS}
 
 
 def start_failure(address: str | None, exc: BaseException) -> RayFailed:

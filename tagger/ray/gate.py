@@ -127,16 +127,19 @@ class ClusterGate(SendGate):
             unused = () if at is None else (at,)
             self._pending += Report(returned=1, returned_held=held_usage(held), unused=unused)
 
-    def _left(self, booked: float, estimated_tokens: int) -> None:
-        """The request of the permit of time `booked` is being written: tell the limiter when
-        (at once if it left late: the windows after it depend on it)."""
+    def _left(self, booked: float, estimated_tokens: int, written: bool) -> None:
+        """The request of the permit of time `booked` is about to be written (it is held
+        back if too late: raises WrittenTooLate), or is written (`written`): tell the limiter
+        when (at once if it left late: the windows after it depend on it)."""
         if not self._paced:
             return
         went = max(booked, self._clock.now())
-        if went - booked > UNSURE_SECONDS:  # the limiter may count it no more: not sent
-            log.debug("request held back: written %.1f s after its permit's time", went - booked)
-            self._pending += Report(unused=(booked,))
-            raise WrittenTooLate
+        if not written:
+            if went - booked > UNSURE_SECONDS:  # the limiter may count it no more: not sent
+                log.debug("request held back: written %.1f s after its permit", went - booked)
+                self._pending += Report(unused=(booked,))
+                raise WrittenTooLate
+            return
         self._pending += Report(sent=((booked, went),))
         log.debug("request written %.1f ms after its permit's time", (went - booked) * 1000)
         if went - booked > MAX_LAG_SECONDS:

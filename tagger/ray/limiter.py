@@ -10,11 +10,11 @@ actor; tests drive it directly.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 
 from tagger.errors import BudgetExceeded
 from tagger.ray.budget import WorkerHolds
+from tagger.ray.clock import steady_wall_clock
 from tagger.ray.messages import (
     MAX_WORKERS_COUNTED,
     ClusterState,
@@ -26,7 +26,7 @@ from tagger.ray.messages import (
     add_counters,
 )
 from tagger.sending.gate import MAX_PAUSE_SECONDS
-from tagger.sending.pacing import Pacer
+from tagger.sending.pacing import WINDOW_SECONDS, Pacer
 from tagger.sending.spendguard import SpendGuard
 from tagger.usage import NO_USAGE, Usage
 
@@ -41,6 +41,11 @@ LATE_USE_SECONDS = 0.5
 # did: until then the permit counts against every window it may fall in. Later than this, the
 # HTTP client does not write it (tagger.errors.WrittenTooLate): it is asked again.
 UNSURE_SECONDS = 2.0
+# A worker's report that a request went later than this after its permit's time is not
+# believed (its permit stays counted as unsure until it expires): no request is written that
+# late (see above), and one absurd time (far future, infinite, NaN) would keep a window full
+# for ever.
+LATEST_REPORTED_SECONDS = UNSURE_SECONDS + WINDOW_SECONDS
 # How a stop for a lost limiter begins (the rows say it; the rerun finishes them).
 LIMITER_LOST = "the run's rate limiter is gone"
 MAX_PERMITS_PER_GRANT = 64
@@ -55,7 +60,7 @@ class ClusterLimiter:
         tpm: int | None,
         budget: SpendGuard | None,
         cost_of: Callable[[Usage], float | None] | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         lease: float = math.inf,
     ) -> None:
         """`lease`: seconds a worker holding permits may go unheard before it is taken for
@@ -66,7 +71,7 @@ class ClusterLimiter:
         self._budget_cap = budget
         self._holds = WorkerHolds(budget, lease) if budget is not None else None
         self._cost_of = cost_of
-        self._clock = clock
+        self._clock = clock or steady_wall_clock()  # the limiter's clock (tagger.ray.clock)
         self._resume_at = -math.inf
         self._version = 0
         self._stopped: str | None = None
@@ -176,6 +181,8 @@ class ClusterLimiter:
         if report.charge_tokens > 0:
             self._tokens.charge(report.charge_tokens, self._clock())
         for booked, went in report.sent:
+            if not booked <= went <= booked + LATEST_REPORTED_SECONDS:  # NaN too: kept unsure
+                continue
             self._requests.sent_at(booked, went)
             self._tokens.sent_at(booked, went)
         for booked in report.unused:

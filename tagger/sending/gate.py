@@ -177,8 +177,11 @@ class SendGate:
             self._tokens.book(estimated_tokens, due, sent)
         return sent
 
-    def _left(self, booked: float, estimated_tokens: int) -> None:
-        """The request booked at `booked` is being written now: count it from now."""
+    def _left(self, booked: float, estimated_tokens: int, written: bool) -> None:
+        """The request booked at `booked` is written now (`written`; or about to be): count
+        it from now."""
+        if not written:
+            return
         now = self.clock()
         self._requests.sent_at(booked, now)
         if estimated_tokens > 0:

@@ -27,20 +27,57 @@ MAX_LAG_SECONDS = 0.02
 START_FACTOR = 0.95
 _EPSILON = 1e-9
 # Who to tell when a request's bytes go out: set by the send gate while it lets the request
-# go, called by the HTTP client just before it writes the request (tagger.sending.sdk). A
-# request can leave the process well after the gate let it go (a stalled process, a connection
-# to open): counted from when it left, it bunches with no other.
-ON_WIRE: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+# go, called by the HTTP client (tagger.sending.sdk) with False just before it writes the
+# request's first byte (it may raise: the request is then not sent) and with True once the
+# whole request is written. A request can leave the process well after the gate let it go (a
+# stalled process, a connection to open): counted from when it left, it bunches with no other.
+ON_WIRE: contextvars.ContextVar[Callable[[bool], None] | None] = contextvars.ContextVar(
     "tagger_on_wire", default=None
 )
+# httpcore's trace events around the writing of a request (HTTP/1.1 and HTTP/2).
+_WRITING, _WRITTEN = ".send_request_headers.started", ".send_request_body.complete"
 
 
 async def on_wire(request: object) -> None:
-    """httpx's request hook: this task's request is being written now."""
+    """httpx's request hook where the transport traces nothing (aiohttp's): this task's
+    request is being written now."""
     mark = ON_WIRE.get()
     if mark is not None:
         ON_WIRE.set(None)  # once per request: the gate sets it again for the next
-        mark()
+        mark(False)
+        mark(True)
+
+
+async def on_socket(request: object) -> None:
+    """httpx's request hook where the transport is httpcore's: the gate is told from its
+    per-request `trace` extension, when the request's bytes reach the socket (the time
+    between the hook and the socket, a connection waited for or a starved process, is then
+    counted before the request, not after)."""
+    mark = ON_WIRE.get()
+    extensions = getattr(request, "extensions", None)
+    if mark is None or not isinstance(extensions, dict):
+        return await on_wire(request)
+    ON_WIRE.set(None)
+    extensions["trace"] = _WireTrace(mark, extensions.get("trace"))
+
+
+class _WireTrace:
+    """An httpcore trace callback that tells the gate when its request is written."""
+
+    def __init__(self, mark: Callable[[bool], None], then: object) -> None:
+        self._mark: Callable[[bool], None] | None = mark
+        self._then = then  # a trace callback already set (kept: it is called first)
+
+    async def __call__(self, event: str, info: dict[str, object]) -> None:
+        if callable(self._then):
+            await self._then(event, info)
+        if self._mark is None:
+            return
+        if event.endswith(_WRITING):
+            self._mark(False)
+        elif event.endswith(_WRITTEN):
+            mark, self._mark = self._mark, None  # once: a retried connection writes again
+            mark(True)
 
 
 class Pacer:

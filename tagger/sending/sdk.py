@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from tagger.config import ClientConfig, HttpBackend
 from tagger.errors import ConfigError
-from tagger.sending.pacing import on_wire
+from tagger.sending.pacing import on_socket, on_wire
 
 if TYPE_CHECKING:
     import openai
@@ -32,11 +32,13 @@ def open_sdk(config: ClientConfig, *, max_retries: int = 0) -> openai.AsyncOpenA
 
     # Per connect/read/write; a caller bounds a whole request with its own deadline.
     timeout = openai.Timeout(config.timeout, connect=min(config.timeout, CONNECT_TIMEOUT))
-    # The send gate hears when each request is written (tagger.sending.pacing.on_wire).
-    hooks = {"request": [on_wire]}
+    # The send gate hears when each request is written (tagger.sending.pacing): from the
+    # socket where the transport traces it, else from the request hook.
     if config.http is HttpBackend.AIOHTTP:
+        hooks = {"request": [on_wire]}
         http_client = openai.DefaultAioHttpClient(timeout=timeout, event_hooks=hooks)
     else:
+        hooks = {"request": [on_socket]}
         http_client = openai.DefaultAsyncHttpxClient(timeout=timeout, event_hooks=hooks)
     secret = config.api_key.get_secret_value() if config.api_key else None
     return openai.AsyncOpenAI(
