@@ -9,6 +9,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +31,18 @@ _ENV_NAMES = (
 
 
 # --- fake servers: one factory, and the usual servers built with it --------------------------
+
+
+@pytest.fixture(autouse=True)
+def outside_the_checkout(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Every test starts in an empty folder of its own, without the OPENAI_*/TAGGER_* variables
+    of the shell that runs the suite: a `.env`, a `cache/` or settings the developer keeps in the
+    checkout or the shell are never read, written or sent to by a test that names none."""
+    for name in [n for n in os.environ if n.startswith(("OPENAI_", "TAGGER_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))  # beside tmp_path, which tests list
 
 
 @pytest.fixture(autouse=True)
@@ -144,8 +157,9 @@ def pytest_configure(config: pytest.Config) -> None:
     - a token of this run's own (RAY_AUTH_TOKEN): a local Ray writes none into ~/.ray, and a
       cluster of the user's would refuse it."""
     wanted: dict[str, str | None] = {
-        # Short: Ray's socket paths under it must stay within the 107 bytes a Unix socket takes.
-        "RAY_TMPDIR": tempfile.mkdtemp(prefix="tgr-ray-"),
+        # Short: Ray's socket paths under it must stay within the 107 bytes a Unix socket takes
+        # (so /tmp on macOS, as Ray's own default, not its long per-user TMPDIR).
+        "RAY_TMPDIR": tempfile.mkdtemp(prefix="tgr-ray-", dir=_SHORT_TMP.get(sys.platform)),
         "RAY_ADDRESS": "local",
         "RAY_AUTH_TOKEN": secrets.token_hex(32),
         "RAY_AUTH_TOKEN_PATH": None,
@@ -170,6 +184,7 @@ def _set_env(values: dict[str, str | None]) -> None:
 
 
 _RAY_ENV = pytest.StashKey[dict[str, str | None]]()
+_SHORT_TMP = {"darwin": "/tmp"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

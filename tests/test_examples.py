@@ -7,7 +7,7 @@ standalone `python tests/fakeserver.py ... &`, started on a free port instead of
 A plain `tagger ...` line runs in-process (typer's CliRunner, in the scratch directory and the
 reader's environment: the same code without an interpreter's start-up each time); a line with
 anything only a shell or a process of its own does (pipes, redirection, variables, globs,
-`&&`, `--ray`) runs in bash, as do Python blocks.
+`&&`, a `--ray` that starts its own Ray) runs in bash, as do Python blocks.
 A block preceded by `<!-- not run: REASON -->` is not run (a real server, the test command
 itself, benchmarks); ```text and ```toml blocks are output and files, not commands (a ```toml
 block whose first line is `# NAME.toml` is written to NAME.toml for the blocks after it).
@@ -45,9 +45,11 @@ SETUP = ("pip install", "python3 -m venv", ". .venv/bin/activate")
 DOC_PORT = "8077"
 # The reader's own step between commands, played by the test: every row marked reviewed.
 PERSON_REVIEWS = re.compile(r'types y in the "reviewed" column of (\S+)$')
-# What only a shell does (pipes, redirection, variables, globs, lists), or a process of its own
-# (Ray, joined or started for the run): such a line runs in bash.
-NEEDS_A_SHELL = re.compile(r"[|&<>;$`*?~\\\[\]{}()]|\s--ray\b")
+# What only a shell does (pipes, redirection, variables, globs, lists): such a line runs in bash.
+NEEDS_A_SHELL = re.compile(r"[|&<>;$`*?~\\\[\]{}()]")
+# A `--ray` line runs in a process of its own too (it starts a Ray for the run), unless the
+# reader's RAY_ADDRESS is the session's Ray, which this process has joined already.
+STARTS_RAY = re.compile(r"\s--ray\b")
 
 
 @dataclass(frozen=True)
@@ -161,10 +163,15 @@ class Reader:
                     self.env[name] = value
             elif command.endswith("&"):
                 self._start(block, command.removesuffix("&").strip())
-            elif command.startswith("tagger ") and not NEEDS_A_SHELL.search(command):
+            elif command.startswith("tagger ") and not self._needs_a_process(command):
                 self._tagger(block, shlex.split(command)[1:], command)
             else:
                 self._check(block, ["bash", "-c", command], command)
+
+    def _needs_a_process(self, command: str) -> bool:
+        if NEEDS_A_SHELL.search(command):
+            return True
+        return bool(STARTS_RAY.search(command)) and self.env.get("RAY_ADDRESS") != _joined_ray()
 
     def _tagger(self, block: Block, args: list[str], shown: str) -> None:
         """`tagger ARGS` in-process, in the scratch directory with exactly the reader's
@@ -213,6 +220,14 @@ class Reader:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
             process.wait(timeout=30)
+
+
+def _joined_ray() -> str | None:
+    """The address of the Ray this process has joined (the session's), if any."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
+    return str(ray.get_runtime_context().gcs_address)
 
 
 def _scratch(tmp_path: Path, fake_server: StartFake) -> Reader:
@@ -301,7 +316,8 @@ def test_every_help_example_runs(fake_server: StartFake, tmp_path: Path, ray_clu
     assert set(EXAMPLES) <= set(HELP_EXAMPLES_ORDER), "add the new example to HELP_EXAMPLES_ORDER"
     script = "\n".join(EXAMPLES.get(step, step) for step in HELP_EXAMPLES_ORDER)
     reader = _scratch(tmp_path, fake_server)
-    # Its `--ray` example joins the session's Ray (RAY_ADDRESS, as a reader on a cluster would):
+    # Its `--ray` example joins the session's Ray (RAY_ADDRESS, as a reader on a cluster would;
+    # in this process, which has joined it):
     # starting a local one costs seconds, and docs/ray.md's example still starts its own.
     reader.env["RAY_ADDRESS"] = ray_cluster
     try:

@@ -350,7 +350,7 @@ def test_killing_the_actors_mid_run_loses_only_what_was_in_flight(
 
 
 def test_killing_the_driver_then_rerunning_pays_only_for_what_was_in_flight(
-    ray_cluster: str, fake_server: Any, tmp_path: Path, tagger_process: Any
+    ray_cluster: str, fake_server: Any, tmp_path: Path, tagger_process: Any, cli_env: Path
 ) -> None:
     fake = fake_server()
     inputs = write_inputs(tmp_path / "in.jsonl", 600)
@@ -373,8 +373,8 @@ def test_killing_the_driver_then_rerunning_pays_only_for_what_was_in_flight(
     wait_until(lambda: not set(_tag_actor_pids()) - earlier, "the dead driver's actors to end")
     in_flight = _lost(fake, inputs, tmp_path / "cache")
     fake.stop_holding()
-    rerun = run_cli(args, tmp_path, timeout=240)  # the same command again
-    assert rerun.returncode == 0, rerun.stdout.decode()
+    rerun = invoke(args)  # the same command again (in this process: it joins the same Ray)
+    assert rerun.exit_code == 0, rerun.output
     rows = read_rows(out)
     assert [r["id"] for r in rows] == inputs.ids
     assert {r["status"] for r in rows} == {"ok"}

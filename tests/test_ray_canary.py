@@ -230,11 +230,11 @@ def test_junk_in_the_canarys_answer_is_not_kept_and_not_believed(
 
 @pytest.mark.ray
 def test_a_driver_killed_mid_canary_leaves_nothing_and_the_rerun_finishes(
-    ray_cluster: str, fake_server: StartFake, tmp_path: Path
+    ray_cluster: str, fake_server: StartFake, tmp_path: Path, cli_env: Path
 ) -> None:
     import signal
 
-    from tests.harness import popen, run_args, run_cli, wait_until
+    from tests.harness import invoke, popen, run_args, wait_until
 
     fake = fake_server(areas=taxonomy_ids(), openai_rules=True)
     fake.model_rules["acme-reasoner"] = REASONER
@@ -255,8 +255,8 @@ def test_a_driver_killed_mid_canary_leaves_nothing_and_the_rerun_finishes(
     assert not out.exists()
     assert not [p for p in (tmp_path / "out.jsonl.parts").glob("*") if p.is_file()]
     assert len(_chats(fake)) == 1
-    done = run_cli(args, tmp_path, timeout=300)
-    assert done.returncode == 0, done.stdout.decode()[-3000:]
+    done = invoke(args)  # the same command again (in this process: it joins the same Ray)
+    assert done.exit_code == 0, done.output[-3000:]
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [row["status"] for row in rows] == ["ok"] * 20
     # The rerun's canary (refused once, then kept) and the 19 others: the killed request was
