@@ -3,7 +3,7 @@
 Loaded into a `tagger run` child process before the CLI starts (`python -c`, see
 bench/ratelimit.py): it wraps, without changing what they do, the request pacer's booking (the
 time the gate scheduled a send, and the time it let it go), the SDK transport's first write of
-a request (the time its bytes reached the socket), and the client's send (which abstract a
+a request (the time its bytes reached the socket), and each request's send (which abstract a
 request is for). At exit it writes one JSON line per request attempt:
 
     {"marker": 17, "due": ..., "released": ..., "wire": ...}
@@ -32,9 +32,9 @@ def install(path: str) -> None:
     """Wrap the pacer, the transport and the client; write the attempts to `path` at exit."""
     import httpcore2._backends.anyio as anyio_backend
 
-    from tagger.sending import client, pacing
+    from tagger.sending import exchange, pacing
 
-    send = client.LLMClient._send
+    send = exchange.Exchange.send
 
     async def traced_send(self: Any, body: dict[str, Any], estimate: Any) -> Any:
         text = json.dumps(body.get("messages", ""))
@@ -65,7 +65,7 @@ def install(path: str) -> None:
             attempt["wire"] = time.monotonic()
         await write(self, buffer, timeout)
 
-    client.LLMClient._send = traced_send  # type: ignore[method-assign]
+    exchange.Exchange.send = traced_send  # type: ignore[method-assign]
     pacing.Pacer.book = traced_book  # type: ignore[method-assign]
     anyio_backend.AnyIOStream.write = traced_write  # type: ignore[method-assign]
 

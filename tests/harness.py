@@ -192,6 +192,24 @@ def clean_env() -> dict[str, str]:
     return env
 
 
+def python_json(
+    code: str, *args: str, cwd: Path = REPO_ROOT, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Run `code` in a fresh interpreter (the clean environment unless `env`); it must exit 0,
+    and its last line of output is JSON: that object."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=cwd,
+        env=clean_env() if env is None else env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
 def popen(
     args: Sequence[str], cwd: Path, log: Path | None = None, **options: Any
 ) -> subprocess.Popen[bytes]:

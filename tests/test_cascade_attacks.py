@@ -197,20 +197,22 @@ def test_rows_ray_never_returned_are_not_run_rows_and_a_stage_reads_only_its_pos
 ) -> None:
     from pydantic import SecretStr
 
-    from tagger.cascade.raystage import _fill_missing, _wanted_records
+    from tagger.cascade.raystage import _fill_missing
     from tagger.config import ClientConfig, RunConfig
     from tagger.files.abstracts import scan
     from tagger.files.rows import RowList
     from tagger.pipeline.stats import RunStats
     from tagger.pricing import PriceTable
     from tagger.prompting.plan import RunPlan
+    from tagger.ray.dataset import _file_records
     from tests.harness import PROMPTS_DIR
 
     inputs = write_inputs(tmp_path / "in.jsonl", 20)
     scanned = scan([inputs.path])
     wanted = bytes([0b0000_0101, 0, 0b0000_1000])  # positions 0, 2 and 19
     item = {"path": str(inputs.path), "source": "in.jsonl", "offset": 0}
-    assert [r["index"] for r in _wanted_records(item, wanted)] == [0, 2, 19]
+    assert [r["index"] for r in _file_records(item, wanted)] == [0, 2, 19]
+    assert len(list(_file_records(item))) == 20  # no bitmap: every position
     seen = bytearray(3)
     seen[0] = 0b0000_0011  # Ray returned rows 0 and 1 only
     rows, stats = RowList(), RunStats(items=2)

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
-from tests.harness import REPO_ROOT, clean_env
+from tests.harness import python_json
 
 # Standard modules that exist on POSIX only.
 POSIX_ONLY = ("fcntl", "termios", "pty", "resource", "grp")
@@ -44,18 +40,7 @@ print(json.dumps({"imported": len(names), "failed": failed,
 
 
 def _import_all(blocked: tuple[str, ...]) -> dict[str, object]:
-    code = f"BLOCKED = {blocked!r}\n{IMPORT_EVERYTHING}"
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO_ROOT,
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return python_json(f"BLOCKED = {blocked!r}\n{IMPORT_EVERYTHING}")
 
 
 def test_every_module_imports_without_posix_only_modules() -> None:

@@ -24,8 +24,8 @@ _attempt: contextvars.ContextVar = contextvars.ContextVar("bench_attempt", defau
 _MARKER = re.compile(r"Study number (\d+)")
 
 
-def _patch_client(module):  # tagger.sending.client
-    send = module.LLMClient._send
+def _patch_exchange(module):  # tagger.sending.exchange: each request attempt sent once
+    send = module.Exchange.send
 
     async def traced_send(self, body, estimate):
         found = _MARKER.search(json.dumps(body.get("messages", "")))
@@ -40,7 +40,7 @@ def _patch_client(module):  # tagger.sending.client
             with open(os.path.join(_where, f"{os.getpid()}.stages"), "a") as out:
                 out.write(json.dumps(attempt) + "\n")
 
-    module.LLMClient._send = traced_send
+    module.Exchange.send = traced_send
 
 
 def _patch_gate(module):  # tagger.ray.gate
@@ -88,7 +88,7 @@ def _patch_stream(module):  # httpcore2._backends.anyio
 
 
 _PATCHES = {
-    "tagger.sending.client": _patch_client,
+    "tagger.sending.exchange": _patch_exchange,
     "tagger.ray.gate": _patch_gate,
     "tagger.sending.pacing": _patch_pacing,
     "httpcore2._backends.anyio": _patch_stream,

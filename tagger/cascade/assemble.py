@@ -9,7 +9,7 @@ from typing import Any
 
 from tagger.cascade.stagerows import strong_rows
 from tagger.cascade.stages import CascadeResult, StageRun
-from tagger.files.rows import Row
+from tagger.files.rows import NOT_RUN, Row, RowCounts
 from tagger.pipeline.stats import RunStats
 from tagger.pricing import PriceTable
 from tagger.usage import NO_USAGE, Usage
@@ -24,31 +24,22 @@ _MAX_REASONS = 1000  # distinct failure reasons counted (the summary shows the t
 
 
 @dataclass
-class RowTally:
+class RowTally(RowCounts):
     """What the run's stats and manifest say about the rows, counted as they are written."""
 
-    items: int = 0
-    ok: int = 0
-    failed: int = 0
-    not_run: int = 0
-    cached: int = 0
     escalated: int = 0
     unanswered: int = 0  # rows the strong model should have answered and did not
     served_models: set[str] = field(default_factory=set)
     reasons: Counter[str] = field(default_factory=Counter)
 
     def add(self, row: Row) -> None:
-        self.items += 1
-        self.ok += row.ok
-        not_run = _not_run(row)
-        self.not_run += not_run
-        self.failed += not row.ok and not not_run
-        self.cached += row.cached
+        """Count one more row of the cascade's output."""
+        self.count(row)
         self.escalated += row.cascade_role == "escalated"
         self.unanswered += row.cascade_role not in (None, "kept") and not row.ok
         if row.served_model and len(self.served_models) < _MAX_REASONS:
             self.served_models.add(row.served_model)
-        if not row.ok and not not_run:
+        if not row.ok and not row.not_run:
             reason = " ".join((row.error or "").split())[:200]
             if reason in self.reasons or len(self.reasons) < _MAX_REASONS:
                 self.reasons[reason] += 1
@@ -67,7 +58,7 @@ def cascade_rows(result: CascadeResult) -> Iterator[Row]:
         while pending is not None and pending.index < index:
             pending = next(strong, None)
         answer = pending if pending is not None and pending.index == index else None
-        if answer is not None and _not_run(answer):
+        if answer is not None and answer.not_run:
             answer = None  # the stage stopped first: as if not asked
         role: str | None = None
         if decision is None:  # stopped before the threshold was known: nothing is decided
@@ -99,7 +90,7 @@ def _failed(reason: str, *, not_run: bool = False) -> dict[str, Any]:
         "task_area_runner_up_confidence": None,
         "method_tags": [],
         "status": "error",
-        "error": f"not run: {reason}" if not_run else reason,
+        "error": f"{NOT_RUN}{reason}" if not_run else reason,
     }
 
 
@@ -132,10 +123,6 @@ def cascade_stats(result: CascadeResult, tally: RowTally) -> RunStats:
         ],
         kept_output=None,
     )
-
-
-def _not_run(row: Row) -> bool:
-    return not row.ok and (row.error or "").startswith("not run: ")
 
 
 def _cost(prices: PriceTable, model: str, live: Usage, batch: Usage, flex: bool) -> float | None:

@@ -10,18 +10,16 @@ Each stage has its own limiter with what the stages before it left of --max-cost
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tagger.cascade.stagerows import SubsetScan
 from tagger.cascade.stages import StageDriver
 from tagger.config import RunConfig
 from tagger.errors import OutputError
-from tagger.files.abstracts import InputScan, iter_abstracts
+from tagger.files.abstracts import InputScan
 from tagger.files.rows import Row, RowWriter, build_row
 from tagger.pipeline.outcome import Status
 from tagger.pipeline.progress import LiveCounts, ProgressSink, stop_advice
@@ -30,13 +28,16 @@ from tagger.pricing import PriceTable
 from tagger.prompting.plan import RunPlan
 from tagger.usage import NO_USAGE
 
+if TYPE_CHECKING:
+    from tagger.ray.dataset import RayRun
+
 __all__ = ["ray_stages"]
 
 _MISSING = "Ray returned no row for it"
 
 
-def ray_stages(how: Any, prices: PriceTable, total: int) -> StageDriver:
-    """The StageDriver running each stage on Ray (`how`: a tagger.ray.job.RayRun)."""
+def ray_stages(how: RayRun, prices: PriceTable, total: int) -> StageDriver:
+    """The StageDriver running each stage on Ray (`how`: a tagger.ray.dataset.RayRun)."""
 
     async def drive(
         config: RunConfig, scan: InputScan, rows: RowWriter, sink: ProgressSink, *, batch: bool
@@ -60,7 +61,7 @@ def run_stage(
     rows: RowWriter,
     progress: ProgressSink,
     prices: PriceTable,
-    how: Any,
+    how: RayRun,
     total: int,
     canary: Any = None,
 ) -> RunStats:
@@ -70,8 +71,8 @@ def run_stage(
 
     from tagger.ray.actors import limiter_stats, start_limiter
     from tagger.ray.canary import count_canary
-    from tagger.ray.cluster import actor_cpus, connect, job_failure
-    from tagger.ray.dataset import DEFAULT_ACTOR_CPUS, limits_of, tag_dataset_with
+    from tagger.ray.cluster import connect, job_failure
+    from tagger.ray.dataset import limits_of
 
     started = time.monotonic()
     plan = RunPlan.load(config, prices)
@@ -82,18 +83,8 @@ def run_stage(
     stats = RunStats(mode=None)
     seen = bytearray((total + 7) // 8)
     try:
-        blocks = max(how.actors, min(-(-scan.count // how.batch_size), 64 * how.actors))
-        tagged = tag_dataset_with(
-            _read(scan, total, wanted, blocks),
-            config,
-            prices=prices,
-            actors=how.actors,
-            batch_size=how.batch_size,
-            actor_cpus=actor_cpus(how.actors, DEFAULT_ACTOR_CPUS),
-            base_urls=how.base_urls,
-            limiter=limiter,
-            canary=canary,
-        )
+        records = _read(scan, wanted, how.blocks(scan.count))
+        tagged = how.tag(records, config, prices=prices, limiter=limiter, canary=canary)
         progress.started(lambda: LiveCounts(0, 0, 0.0))
         try:
             for row in _rows(tagged):
@@ -152,43 +143,13 @@ def _bitmap(scan: InputScan, total: int) -> bytes | None:
     return bytes(bits)
 
 
-def _read(scan: InputScan, total: int, wanted: bytes | None, blocks: int) -> Any:
+def _read(scan: InputScan, wanted: bytes | None, blocks: int) -> Any:
     """The scan's abstracts as records, read on the workers, only the wanted positions."""
-    import ray
-
-    from tagger.ray.cluster import READ_CPUS
+    from tagger.ray.dataset import read_abstracts
 
     if scan.given is not None:  # the Python API's abstracts: no file to read on a worker
         raise OutputError("--ray --cascade reads input files: tagger.tag() runs it locally")
-    files: list[dict[str, Any]] = []
-    offset = 0
-    for path in scan.files:
-        files.append({"path": str(path.resolve()), "source": str(path), "offset": offset})
-        offset += scan.per_file.get(str(path), 0)
-    reference = ray.put(wanted) if wanted is not None else None
-    read = functools.partial(_wanted_records, wanted=reference)  # a reference: read once a task
-    records = ray.data.from_items(files).flat_map(read, num_cpus=READ_CPUS)
-    return records.repartition(max(1, blocks))
-
-
-def _wanted_records(item: dict[str, Any], wanted: Any) -> Iterator[dict[str, Any]]:
-    """The records of one input file at the wanted positions, indexed from its offset."""
-    import ray
-
-    from tagger.ray.records import abstract_record
-
-    bits = ray.get(wanted) if isinstance(wanted, ray.ObjectRef) else wanted
-    offset = int(item["offset"])
-    for abstract in iter_abstracts([Path(item["path"])]):
-        index = offset + abstract.index
-        if bits is not None and not (
-            index >> 3 < len(bits) and bits[index >> 3] >> (index & 7) & 1
-        ):
-            continue
-        record = abstract_record(abstract)
-        record["index"] = index
-        record["source"] = item["source"]
-        yield record
+    return read_abstracts(scan.files, scan.per_file, blocks, wanted)
 
 
 def _rows(tagged: Any) -> Iterator[Row]:

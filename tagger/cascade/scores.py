@@ -11,6 +11,7 @@ rows at or above a code, their predicted errors, the code a share of rows reache
 from __future__ import annotations
 
 import bisect
+import math
 import numbers
 from array import array
 from collections.abc import Iterable
@@ -20,15 +21,23 @@ NO_SCORE = 0xFFFF
 _BLOCK = 4096  # rows per block of the scored-rank index
 
 
-def score_code(value: object) -> int:
-    """A confidence's code 0..SCALE, or NO_SCORE for anything but a finite number in [0, 1]."""
+def finite_real(value: object) -> float | None:
+    """A finite real number (numpy's too) as a float, else None (bools, strings, NaN, inf)."""
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
-        return NO_SCORE
+        return None
     try:
         number = float(value)
     except (OverflowError, ValueError):  # a 400-digit integer
-        return NO_SCORE
-    if not 0 <= number <= 1:  # NaN fails both comparisons
+        return None
+    return number if math.isfinite(number) else None
+
+
+def score_code(value: object) -> int:
+    """A confidence's code 0..SCALE, or NO_SCORE for anything but a finite number in [0, 1]."""
+    if type(value) is float:  # a confidence read from a row: once a row, so the short way
+        return round(value * SCALE) if 0 <= value <= 1 else NO_SCORE  # NaN fails both
+    number = finite_real(value)
+    if number is None or not 0 <= number <= 1:
         return NO_SCORE
     return round(number * SCALE)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
@@ -13,6 +14,8 @@ from tagger.files.atomic import write_atomic, write_failed, write_temporary
 from tagger.pipeline.outcome import Status
 from tagger.sending.confidence import NO_CONFIDENCE, AreaConfidence
 from tagger.usage import Usage
+
+NOT_RUN = "not run: "  # how a row a stop left unanswered starts its error
 
 
 class Row(BaseModel):
@@ -70,6 +73,12 @@ class Row(BaseModel):
         """Whether the abstract was answered."""
         return self.status == "ok"
 
+    @property
+    def not_run(self) -> bool:
+        """Written without an answer because the run stopped first (not a failure). Read by its
+        prefix without the space: a Ray part's row has always been counted so."""
+        return not self.ok and (self.error or "").startswith(NOT_RUN.rstrip())
+
     @classmethod
     def of(cls, values: dict[str, Any]) -> Row:
         """A row from values the pipeline built and checked: every field in order, then extras.
@@ -121,7 +130,7 @@ def build_row(
     """One output row, fields in ROW_FIELDS order, input's extra fields after them."""
     answer = answer or {}
     if status is Status.NOT_RUN:
-        error = f"not run: {error}"
+        error = f"{NOT_RUN}{error}"
     row: dict[str, Any] = {
         "id": abstract.id,
         "source": abstract.source,
@@ -160,6 +169,25 @@ def manifest_path(output: Path) -> Path:
 def partial_path(output: Path) -> Path:
     """The file rows are written to while a run is going."""
     return output.with_name(output.name + ".partial")
+
+
+@dataclass
+class RowCounts:
+    """Rows by what became of them, counted as they are written or merged."""
+
+    items: int = 0
+    ok: int = 0
+    failed: int = 0
+    not_run: int = 0  # written without an answer because the run stopped (not failures)
+    cached: int = 0
+
+    def count(self, row: Row) -> None:
+        """Count one more row."""
+        self.items += 1
+        self.ok += row.ok
+        self.not_run += row.not_run
+        self.failed += not row.ok and not row.not_run
+        self.cached += row.cached
 
 
 class RowWriter(Protocol):

@@ -9,44 +9,59 @@ a renderer (after a backslash, say) are within the slack the callers leave.
 from __future__ import annotations
 
 import re
+import tomllib
 import unicodedata
-from functools import lru_cache
+from functools import cache, lru_cache
+from importlib import resources
+from typing import NamedTuple
 
-# Advance widths of printable ASCII, space to "~", in 1/2048 em: Carlito-Regular's hmtx table
-# (fonts-crosextra-carlito, metric-compatible with Calibri), read 2026-12-04.
-_ASCII = (
-    463, 667, 821, 1020, 1038, 1464, 1397, 452, 621, 621, 1020, 1020, 511, 627, 517, 791,
-    1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 548, 548, 1020, 1020, 1020, 949,
-    1831, 1185, 1114, 1092, 1260, 1000, 941, 1292, 1276, 516, 653, 1064, 861, 1751, 1322, 1356,
-    1058, 1378, 1112, 941, 998, 1314, 1162, 1822, 1063, 998, 959, 628, 791, 628, 1020, 1020,
-    596, 981, 1076, 866, 1076, 1019, 625, 964, 1076, 470, 490, 931, 470, 1636, 1076, 1080,
-    1076, 1076, 714, 801, 686, 1076, 925, 1464, 887, 927, 809, 644, 943, 644, 1020,
-)  # fmt: skip
-# Carlito-Bold's, for headers.
-_ASCII_BOLD = (
-    463, 667, 898, 1020, 1038, 1493, 1443, 478, 638, 638, 1020, 1020, 528, 627, 547, 880,
-    1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 565, 565, 1020, 1020, 1020, 949,
-    1840, 1241, 1148, 1084, 1291, 999, 940, 1305, 1292, 546, 678, 1120, 866, 1790, 1349, 1385,
-    1090, 1405, 1153, 968, 1014, 1337, 1211, 1856, 1128, 1064, 979, 665, 880, 665, 1020, 1020,
-    615, 1011, 1099, 857, 1099, 1031, 648, 971, 1099, 503, 523, 983, 503, 1666, 1099, 1101,
-    1099, 1099, 728, 817, 710, 1099, 969, 1526, 941, 970, 814, 704, 973, 704, 1020,
-)  # fmt: skip
-# The regular table's widths of what abstracts use beyond ASCII without an ASCII base letter.
-_OTHER = {
-    "\u00a0": 463, "\u00b0": 694, "\u00b1": 1020, "\u00b5": 1126, "\u00b7": 517, "\u00d7": 1020,
-    "\u00f7": 1020, "\u2013": 1020, "\u2014": 1854, "\u2018": 511, "\u2019": 511, "\u201c": 857,
-    "\u201d": 857, "\u2022": 1020, "\u2026": 1414, "\u2212": 1020, "\u221e": 1747,
-    "\u2248": 1020, "\u2264": 1020, "\u2265": 1020,
-}  # fmt: skip
 EM = 2048
 # Wider than any letter of Carlito's Latin, Greek and Cyrillic but a few ligatures: a character
 # the table does not know (another script, drawn by a fallback font) is taken at this width.
 _UNKNOWN = 1400
-_TAB = 4 * _ASCII[0]
 POINT_SIZE = 11.0
 _BOLD = 1.12  # beyond ASCII, bold is taken 12% wider (ASCII's widest difference: 11%)
 _PIECE = re.compile(r".*?(?:-(?=[^\W\d_])| +|$)")
 _PLAIN = re.compile(r"[\w.,;:'-]*")
+DATA_FILE = "data/fontmetrics.toml"
+_ASCII_CHARS = 127 - 32  # printable ASCII, space to "~"
+
+
+class Metrics(NamedTuple):
+    """Carlito's advance widths, read from DATA_FILE (on first use: nothing at import)."""
+
+    regular: tuple[int, ...]  # printable ASCII, by code from 32
+    bold: tuple[int, ...]
+    other: dict[str, int]  # beyond ASCII, regular
+
+
+@cache
+def metrics() -> Metrics:
+    """The widths tagger ships, read once."""
+    return parse_metrics(resources.files("tagger").joinpath(DATA_FILE).read_text("utf-8"))
+
+
+def parse_metrics(text: str) -> Metrics:
+    """The widths a metrics file holds; ValueError naming the table that is not as it must be."""
+    data = tomllib.loads(text)
+    tables = data.get("ascii", {})
+    regular, bold = (_widths(tables.get(name), f"ascii.{name}") for name in ("regular", "bold"))
+    other = data.get("other", {})
+    if not all(len(char) == 1 and _width(value) for char, value in other.items()):
+        raise ValueError(f"{DATA_FILE}: [other] maps single characters to widths")
+    return Metrics(regular, bold, dict(other))
+
+
+def _widths(values: object, name: str) -> tuple[int, ...]:
+    if not isinstance(values, list) or len(values) != _ASCII_CHARS:
+        raise ValueError(f"{DATA_FILE}: {name} holds {_ASCII_CHARS} widths, space to '~'")
+    if not all(_width(value) for value in values):
+        raise ValueError(f"{DATA_FILE}: {name} holds whole widths from 1 to {2 * EM}")
+    return tuple(values)
+
+
+def _width(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 2 * EM
 
 
 @lru_cache(maxsize=4096)
@@ -54,22 +69,24 @@ def char_width(char: str, bold: bool = False) -> float:
     """One character's advance in 1/2048 em (0 for a mark that combines with the one before)."""
     code = ord(char)
     if 32 <= code < 127:
-        return (_ASCII_BOLD if bold else _ASCII)[code - 32]
+        table = metrics()
+        return (table.bold if bold else table.regular)[code - 32]
     return _other_width(char) * (_BOLD if bold else 1.0)
 
 
 def _other_width(char: str) -> int:
-    if char in _OTHER:
-        return _OTHER[char]
+    table = metrics()
+    if char in table.other:
+        return table.other[char]
     if char == "\t":
-        return _TAB
+        return 4 * table.regular[0]  # four spaces
     if unicodedata.combining(char) or unicodedata.category(char) in ("Cf", "Mn", "Me"):
         return 0  # combining marks, zero-width and direction controls take no room
     if unicodedata.east_asian_width(char) in ("W", "F"):
         return EM  # CJK, emoji: a square em in whatever font draws them
     base = unicodedata.normalize("NFKD", char)[:1]
     if base and 32 <= ord(base) < 127:
-        return _ASCII[ord(base) - 32]  # é as e: the accent sits above
+        return table.regular[ord(base) - 32]  # é as e: the accent sits above
     return _UNKNOWN
 
 

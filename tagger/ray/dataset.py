@@ -3,7 +3,10 @@ by Ray Data."""
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,52 @@ DEFAULT_BATCH_SIZE = 64
 DEFAULT_ACTOR_CPUS = 0.25
 # A worker holding permits and unheard for --timeout and this long is taken for lost.
 LEASE_MARGIN_SECONDS = 60.0
+# Blocks are the unit Ray hands to an actor and returns whole: small ones keep every actor busy
+# and the driver's progress moving, and a lost worker re-does little.
+MAX_BLOCKS_PER_ACTOR = 64
+
+
+@dataclass(frozen=True)
+class RayRun:
+    """Where and how a `--ray` run (or a `--ray --cascade` stage) goes."""
+
+    address: str | None  # None: start a local Ray; "auto": the cluster this node is in
+    actors: int = DEFAULT_ACTORS
+    batch_size: int = DEFAULT_BATCH_SIZE
+    base_urls: tuple[str, ...] = ()
+
+    def blocks(self, count: int) -> int:
+        """How many blocks `count` records are split into: a batch each, at least one per
+        actor, at most MAX_BLOCKS_PER_ACTOR per actor."""
+        batches = math.ceil(count / self.batch_size)
+        return max(self.actors, min(batches, MAX_BLOCKS_PER_ACTOR * self.actors))
+
+    def tag(
+        self,
+        records: Any,
+        config: RunConfig,
+        *,
+        prices: PriceTable,
+        limiter: Any,
+        canary: RayCanary | None,
+        skip: Iterable[str] = (),
+        mark_skipped: bool = False,
+    ) -> Any:
+        """tag_dataset_with on this run's actors, batch size and base URLs, each actor with
+        the CPUs that leave every node a whole one for Ray Data's own tasks."""
+        return tag_dataset_with(
+            records,
+            config,
+            prices=prices,
+            actors=self.actors,
+            batch_size=self.batch_size,
+            actor_cpus=fitted_actor_cpus(self.actors, DEFAULT_ACTOR_CPUS),
+            base_urls=self.base_urls,
+            skip=skip,
+            limiter=limiter,
+            mark_skipped=mark_skipped,
+            canary=canary,
+        )
 
 
 def tag_dataset(
@@ -168,12 +217,15 @@ def tag_dataset_with(
     )
 
 
-def read_abstracts(files: list[Path], per_file: Mapping[str, int], blocks: int) -> Any:
+def read_abstracts(
+    files: list[Path], per_file: Mapping[str, int], blocks: int, wanted: bytes | None = None
+) -> Any:
     """The abstracts of already scanned files as a Dataset of records, read on the workers.
 
     Each file is read by tagger's own reader (the same ids, titles, venues and lines as a
     local run), its records numbered from the file's offset in the run, then split into about
-    `blocks` blocks so that every actor gets work even from one file.
+    `blocks` blocks so that every actor gets work even from one file. `wanted`: a bitmap of
+    the positions to read (bit i of byte i // 8; a cascade stage's subset), None for all.
     """
     import ray
 
@@ -184,15 +236,28 @@ def read_abstracts(files: list[Path], per_file: Mapping[str, int], blocks: int) 
         # rows name the path as given, like a local run's.
         offsets.append({"path": str(path.resolve()), "source": str(path), "offset": offset})
         offset += per_file.get(str(path), 0)
-    ds = ray.data.from_items(offsets).flat_map(_file_records, num_cpus=READ_CPUS)
+    # A reference: the bitmap is read once a task, not shipped with every item.
+    read = functools.partial(_file_records, wanted=ray.put(wanted) if wanted is not None else None)
+    ds = ray.data.from_items(offsets).flat_map(read, num_cpus=READ_CPUS)
     return ds.repartition(max(1, blocks))
 
 
-def _file_records(item: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """The records of one input file, indexed from its offset in the run."""
+def _file_records(item: dict[str, Any], wanted: Any = None) -> Iterator[dict[str, Any]]:
+    """The records of one input file at the wanted positions (a bitmap, or a reference to
+    one in Ray's object store; None: all), indexed from its offset."""
+    bits: bytes | None = wanted
+    if wanted is not None:
+        import ray
+
+        bits = ray.get(wanted) if isinstance(wanted, ray.ObjectRef) else wanted
     offset = int(item["offset"])
     for abstract in iter_abstracts([Path(item["path"])]):
+        index = offset + abstract.index
+        if bits is not None and not (
+            index >> 3 < len(bits) and bits[index >> 3] >> (index & 7) & 1
+        ):
+            continue
         record = abstract_record(abstract)
-        record["index"] = offset + abstract.index
+        record["index"] = index
         record["source"] = item["source"]
         yield record

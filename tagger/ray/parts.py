@@ -1,4 +1,5 @@
-"""Parts of a Ray run's output: written as rows arrive, read back to resume and to merge.
+"""Parts of a Ray run's output read back, bounded, to resume and to merge (written as rows
+arrive by tagger.ray.partfiles).
 
 A part is a JSONL file. Its first line says who wrote it: `{"part": {"run": ..., "seq": ...,
 "input_count": ...}}`, the run's identity (tagger.ray.records.run_identity: the cache key's
@@ -11,9 +12,7 @@ readable first line is from no known run.
 
 from __future__ import annotations
 
-import datetime as dt
 import errno
-import io
 import os
 import stat
 from collections.abc import Iterator, Sequence
@@ -23,14 +22,36 @@ from typing import IO, Any, TypeGuard
 
 from pydantic import ValidationError
 
-from tagger import __version__, jsondata
-from tagger.errors import OutputError, UsageError
-from tagger.files.atomic import create_new, own_directory, write_failed
+from tagger import jsondata
+from tagger.errors import UsageError
 from tagger.files.rows import Row
+from tagger.ray.partfiles import (
+    PART_PREFIX,
+    PART_SUFFIX,
+    PartHeader,
+    PartWriter,
+    own_parts_dir,
+    parts_dir,
+)
 from tagger.ray.records import skip_token
 
-PART_PREFIX = "part-"
-PART_SUFFIX = ".jsonl"
+__all__ = [
+    "MAX_LINE_BYTES",
+    "Part",
+    "PartHeader",
+    "PartRow",
+    "PartWriter",
+    "PartsRead",
+    "done_rows",
+    "find_parts",
+    "next_seq",
+    "own_parts_dir",
+    "parts_dir",
+    "read_header",
+    "read_part",
+    "read_parts",
+]
+
 MAX_LINE_BYTES = 16 * 1024 * 1024  # one row: an abstract and its answer, far below this
 MAX_ROW_TOKENS = 10**8  # one abstract's tokens, retries and repairs included, far below this
 MAX_SEQ = 10**9  # more parts than any run writes: a larger number is not a part's
@@ -43,32 +64,6 @@ _READ_FLAGS = (
     | getattr(os, "O_CLOEXEC", 0)
     | getattr(os, "O_NONBLOCK", 0)
 )
-
-
-def parts_dir(output: Path) -> Path:
-    """Where a run writing OUT keeps its parts: OUT.parts/ beside it."""
-    return output.with_name(output.name + ".parts")
-
-
-def own_parts_dir(output: Path) -> Path:
-    """OUT.parts/, made if missing; OutputError if a link, a file or someone else's is there."""
-    directory = own_directory(parts_dir(output))
-    info = directory.lstat()
-    if info.st_uid != os.geteuid() or info.st_mode & stat.S_IWOTH:
-        raise OutputError(
-            f"{directory} belongs to another user or anyone can write it: its parts could be "
-            "anyone's answers; remove it (or choose another -o) and rerun"
-        )
-    return directory
-
-
-@dataclass(frozen=True, slots=True)
-class PartHeader:
-    """The first line of a part: which run wrote it, its place in order, the inputs' count."""
-
-    run: str | None  # None: a part without a readable header (no known run)
-    seq: int
-    input_count: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,51 +267,3 @@ def done_rows(
         for row in read_part(part)
         if row.ok and row.key is not None and (count is None or row.index < count)
     }
-
-
-class PartWriter:
-    """Appends rows to a new part file, flushed after every batch so a kill loses little."""
-
-    def __init__(self, directory: Path, header: PartHeader) -> None:
-        self.path = directory / f"{PART_PREFIX}{header.seq:08d}-{os.getpid()}{PART_SUFFIX}"
-        try:
-            binary = create_new(self.path)  # O_EXCL | O_NOFOLLOW: never through a planted link
-        except OSError as exc:
-            raise write_failed(self.path, exc) from exc
-        self._stream: IO[str] = io.TextIOWrapper(binary, encoding="utf-8", newline="\n")
-        stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-        self.write_lines(
-            [
-                {
-                    "part": {
-                        "run": header.run,
-                        "seq": header.seq,
-                        "input_count": header.input_count,
-                        "started_at": stamp,
-                        "tagger_version": __version__,
-                    }
-                }
-            ]
-        )
-
-    def write(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Append rows ({"key", "row"} objects) and push them to the operating system."""
-        self.write_lines(rows)
-
-    def write_lines(self, values: Sequence[dict[str, Any]]) -> None:
-        """Append JSON lines and flush them."""
-        try:
-            self._stream.write("".join(jsondata.dumps(v) + "\n" for v in values))
-            self._stream.flush()
-        except OSError as exc:
-            raise write_failed(self.path, exc) from exc
-
-    def close(self) -> None:
-        """Sync and close the part."""
-        try:
-            self._stream.flush()
-            os.fsync(self._stream.fileno())
-        except OSError as exc:
-            raise write_failed(self.path, exc) from exc
-        finally:
-            self._stream.close()

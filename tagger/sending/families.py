@@ -18,7 +18,16 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-__all__ = ["EFFORTS", "Family", "families", "family_of", "unknown_openai_family"]
+from tagger.errors import UsageError
+
+__all__ = [
+    "EFFORTS",
+    "Family",
+    "check_options",
+    "families",
+    "family_of",
+    "unknown_openai_family",
+]
 
 # Every reasoning_effort value OpenAI documents, cheapest first.
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
@@ -116,3 +125,33 @@ def parse_families(data: dict[str, Any]) -> tuple[tuple[_Row, ...], Family]:
         known=False,
     )
     return tuple(rows), fallback
+
+
+def check_options(
+    model: str, family: Family | None, effort: str | None, service_tier: str | None
+) -> None:
+    """UsageError, one line naming what the model takes, for --reasoning-effort or
+    --service-tier flex that its family is documented not to take."""
+    if family is None or not family.known:
+        return  # not in the table: the server decides (and tagger adapts to what it says)
+    if effort is not None and not family.reasoning:
+        raise UsageError(
+            f"{model} does not reason ({family.name} family): it takes no --reasoning-effort; "
+            "drop the option"
+        )
+    if effort is not None and family.efforts and effort not in family.efforts:
+        raise UsageError(
+            f"{model} takes --reasoning-effort {_either(family.efforts)} ({family.name} "
+            f"family, {family.source}), not '{effort}'"
+        )
+    if service_tier == "flex" and family.flex is False:
+        offered = [f.name for f in families() if f.flex]
+        raise UsageError(
+            f"{model} is not offered at --service-tier flex ({family.name} family); flex is "
+            f"offered for the {', '.join(offered[:6])} families: drop the option, or use "
+            "--batch for the same half price"
+        )
+
+
+def _either(values: tuple[str, ...]) -> str:
+    return ", ".join(values[:-1]) + f" or {values[-1]}" if len(values) > 1 else values[0]

@@ -96,4 +96,4 @@ def watch_for_slow_answers(client: LLMClient, config: RunConfig, abstracts: int)
     notice = SlowServerNotice(
         client.where, abstracts, config.concurrency, client.config.timeout, stop_resending_timeouts
     )
-    client.on_answer = notice.answered
+    client.exchange.on_answer = notice.answered

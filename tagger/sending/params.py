@@ -5,26 +5,26 @@ sampling, logprobs are asked for confidence. RequestRules turns that into the bo
 server accepts: `max_completion_tokens` for OpenAI's reasoning models (with room for their
 reasoning on top), no temperature or logprobs there, the cheapest `reasoning_effort` the family
 takes. A server that refuses a parameter anyway (HTTP 400 naming it in `param`, or in its
-message) is sent the request again without it, or renamed, once per parameter per run. What was
-learned is logged, recorded in the manifest and, for a batch job, in its job file, so that
-later batch lines (which cannot probe) are built the same way.
+message: tagger.sending.refusals) is sent the request again without it, or renamed, once per
+parameter per run. What was learned is logged, recorded in the manifest and, for a batch job,
+in its job file, so that later batch lines (which cannot probe) are built the same way.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tagger.errors import UsageError
 from tagger.sending.breakpoints import CACHE_OPTIONS, OPTIONS_PARAM, SharedPart
-from tagger.sending.families import EFFORTS, Family, families, family_of, unknown_openai_family
+from tagger.sending.families import Family, check_options, family_of, unknown_openai_family
+from tagger.sending.refusals import SAMPLING, TOKEN_LIMITS, Refusal, refusal_of, replay
 
 __all__ = [
     "LOGPROBS_PARAMS",
     "REASONING_ALLOWANCE",
+    "Refusal",
     "RequestRules",
     "check_options",
     "refusal_of",
@@ -34,7 +34,6 @@ log = logging.getLogger(__name__)
 # Five alternatives per token are enough to see the runner-up area where the spelling leaves the
 # chosen one. Not in the cache key: asking for them does not change the answer.
 LOGPROBS_PARAMS: dict[str, Any] = {"logprobs": True, "top_logprobs": 5}
-TOKEN_LIMITS = ("max_tokens", "max_completion_tokens")
 # A reasoning model counts its reasoning against max_completion_tokens: the prompt's max_tokens
 # (the answer's budget) gets this much room on top. Unused room costs nothing.
 REASONING_ALLOWANCE = {
@@ -56,52 +55,6 @@ EXPECTED_REASONING = {
     "xhigh": 8192,
     "max": 16384,
 }
-# Sampling parameters a reasoning model refuses (other than their defaults).
-MAX_LEARNED = 20  # adaptations replayed from a job file at most (one per parameter is the norm)
-_SAMPLING = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "logit_bias")
-_QUOTED = re.compile(r"'([A-Za-z_][A-Za-z0-9_.]*)'")
-_SUPPORTED = re.compile(r"[Ss]upported values are:?(.*)")
-_REFUSAL_WORDS = ("unsupported", "not support", "unknown", "unrecognized", "not permitted")
-_REFUSAL_CODES = frozenset({"unsupported_parameter", "unsupported_value", "unknown_parameter"})
-# Parts of every request that other mechanisms handle (the mode fallback) or that cannot go.
-_NOT_ADAPTED = frozenset({"model", "messages", "response_format", "service_tier"})
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """An HTTP 400/422 that names one parameter the server does not take."""
-
-    param: str
-    code: str | None
-    message: str
-
-
-def refusal_of(status: int, body: object, message: str, sent: Iterable[str]) -> Refusal | None:
-    """The parameter a 400/422 refuses, from its `param` field or its message; else None."""
-    if status not in (400, 422):
-        return None
-    error = body.get("error", body) if isinstance(body, dict) else None
-    param = error.get("param") if isinstance(error, dict) else None
-    code = error.get("code") if isinstance(error, dict) else None
-    names = set(sent) - _NOT_ADAPTED
-    code = code if isinstance(code, str) else None
-    lowered = message.lower()
-    # A refusal of the parameter itself, not of its value's size ("max_tokens is too large").
-    refusing = code in _REFUSAL_CODES or any(word in lowered for word in _REFUSAL_WORDS)
-    if not refusing:
-        return None
-    if "prompt_cache_breakpoint" in f"{param} {message}" and OPTIONS_PARAM in names:
-        return Refusal(OPTIONS_PARAM, code, message)  # the breakpoint goes with the options
-    if isinstance(param, str) and param:
-        name = "reasoning_effort" if param.endswith("effort") else param.split(".")[0]
-        if name in names:
-            return Refusal(name, code, message)
-    # No `param` (vLLM, proxies): the first parameter we sent that the message names.
-    for quoted in _QUOTED.findall(message):
-        name = "reasoning_effort" if quoted.endswith("effort") else quoted.split(".")[0]
-        if name in names:
-            return Refusal(name, code, message)
-    return None
 
 
 @dataclass
@@ -179,7 +132,7 @@ class RequestRules:
         # Every OpenAI chat model takes max_completion_tokens (max_tokens is deprecated).
         self.token_limit = "max_completion_tokens"
         if not samples:
-            self.dropped |= {*_SAMPLING, "logprobs", "top_logprobs"}
+            self.dropped |= {*SAMPLING, "logprobs", "top_logprobs"}
 
     def serve_as_openai(self) -> bool:
         """The server turned out to be OpenAI's (its model list says so): a model the table
@@ -274,9 +227,8 @@ class RequestRules:
         what = self._adapt(name, refusal)
         if what is None:
             return False
-        self._adapted.add(name)
         line = f"{what} (the server said: {' '.join(refusal.message.split())[:160]})"
-        self.learned.append(line)
+        self.remember(name, line)
         log.info("adapting to the server: %s", line)
         return True
 
@@ -301,9 +253,7 @@ class RequestRules:
         return f"{name} no longer sent"
 
     def _adapt_effort(self, refusal: Refusal) -> str | None:
-        offered = _SUPPORTED.search(refusal.message)
-        values = _QUOTED.findall(offered.group(1)) if offered else []
-        choice = next((e for e in EFFORTS if e in values), None)
+        choice = refusal.cheapest_effort()
         if refusal.code == "unsupported_value" and choice and choice != self.reasoning_effort:
             self.reasoning_effort = choice
             return f"reasoning_effort={choice}, the cheapest the server listed"
@@ -316,93 +266,11 @@ class RequestRules:
         """Apply adaptations an earlier run recorded (a batch job file's), without logging.
 
         A job file is data others may edit: only what a server could have taught is replayed
-        (the token limit renamed, never removed; a sampling parameter or logprobs dropped;
-        the reasoning effort lowered, never raised). Returns the lines refused, each with why.
+        (tagger.sending.refusals.replay). Returns the lines refused, each with why.
         """
-        refused: list[str] = []
-        lines = list(learned)
-        for index, line in enumerate(lines):
-            if index >= MAX_LEARNED or not isinstance(line, str) or len(line) > 400:
-                refused.append(f"{len(lines) - index} line(s) from here on: not a few short lines")
-                break  # read from a file: a few short lines, or nothing more
-            what = line.split(" (the server said:", 1)[0]
-            problem = self._replayed(what)
-            if problem is not None:
-                refused.append(f"{' '.join(what.split())[:80]!r}: {problem}")
-                continue
-            self._adapted.add(_param_of(what))
-            self.learned.append(line)
-        return refused
+        return replay(self, learned)
 
-    def _replayed(self, what: str) -> str | None:
-        """Apply one recorded adaptation if a server could have taught it; else why not."""
-        renamed = {f"{a} sent as {b}": b for a, b in (TOKEN_LIMITS, TOKEN_LIMITS[::-1])}
-        if what in renamed:
-            self.token_limit = renamed[what]
-        elif what.startswith("logprobs no longer asked for"):
-            self.logprobs = False
-            self.dropped |= {"logprobs", "top_logprobs"}
-        elif what.startswith("reasoning_effort="):
-            return self._lowered_effort(what.split("=", 1)[1].split(",")[0])
-        elif what == "reasoning_effort no longer sent":
-            if self.reasoning and self.reasoning_effort is not None:
-                return "a reasoning model would then think at its own default, maybe more"
-            self.reasoning_effort = None
-        elif what.endswith(" no longer sent"):
-            name = what.removesuffix(" no longer sent")
-            if name in TOKEN_LIMITS:
-                return "the answer's token limit is never removed"
-            if name not in _SAMPLING and name not in self.prompt_params and name != OPTIONS_PARAM:
-                return "only sampling parameters and the prompt's own are ever dropped"
-            self.dropped.add(name)
-        else:
-            return "no server teaches this"
-        return None
-
-    def _lowered_effort(self, effort: str) -> str | None:
-        current = self.reasoning_effort
-        if effort not in EFFORTS:
-            return "not a reasoning effort"
-        # A server refusing the cheapest values teaches the next one up (minimal: low), never
-        # more: anything above max(current, low) is no server's lesson.
-        ceiling = max(EFFORTS.index(current) if current in EFFORTS else 0, EFFORTS.index("low"))
-        if EFFORTS.index(effort) > ceiling:
-            return f"it would raise the reasoning effort from {current}"
-        self.reasoning_effort = effort
-        return None
-
-
-def _param_of(what: str) -> str:
-    """The parameter an adaptation line is about ("temperature no longer sent": temperature)."""
-    first = what.split(" ", 1)[0]
-    return "reasoning_effort" if first.startswith("reasoning_effort") else first
-
-
-def check_options(
-    model: str, family: Family | None, effort: str | None, service_tier: str | None
-) -> None:
-    """UsageError, one line naming what the model takes, for --reasoning-effort or
-    --service-tier flex that its family is documented not to take."""
-    if family is None or not family.known:
-        return  # not in the table: the server decides (and tagger adapts to what it says)
-    if effort is not None and not family.reasoning:
-        raise UsageError(
-            f"{model} does not reason ({family.name} family): it takes no --reasoning-effort; "
-            "drop the option"
-        )
-    if effort is not None and family.efforts and effort not in family.efforts:
-        raise UsageError(
-            f"{model} takes --reasoning-effort {_either(family.efforts)} ({family.name} "
-            f"family, {family.source}), not '{effort}'"
-        )
-    if service_tier == "flex" and family.flex is False:
-        offered = [f.name for f in families() if f.flex]
-        raise UsageError(
-            f"{model} is not offered at --service-tier flex ({family.name} family); flex is "
-            f"offered for the {', '.join(offered[:6])} families: drop the option, or use "
-            "--batch for the same half price"
-        )
-
-
-def _either(values: tuple[str, ...]) -> str:
-    return ", ".join(values[:-1]) + f" or {values[-1]}" if len(values) > 1 else values[0]
+    def remember(self, param: str, line: str) -> None:
+        """Count `param` as adapted to (never again this run) and keep the line saying how."""
+        self._adapted.add(param)
+        self.learned.append(line)
